@@ -1,0 +1,74 @@
+#include "availability.hpp"
+
+#include <algorithm>
+
+namespace cake {
+
+const char* served_by_name(ServedBy s) {
+  switch (s) {
+    case ServedBy::aot: return "aot";
+    case ServedBy::jit: return "jit";
+    case ServedBy::none: return "none";
+  }
+  return "?";
+}
+
+Availability AvailabilityRule::check_build(const Build& b) const {
+  Availability a;
+  a.build = &b;
+  bool stale = false;
+  if (aot_ != nullptr) {
+    if (aot_->has(b.program, b.arch, b.source_hash)) {
+      a.by = ServedBy::aot;
+      return a;
+    }
+    const AotEntry* e = aot_->find(b.program, b.arch);
+    stale = e != nullptr && e->source_hash != b.source_hash;
+  }
+  std::string stale_note = stale ? " (aot/ holds a cubin built from another source)" : "";
+  if (!jit_enabled_) {
+    a.reason = stale ? "stale_aot" : "jit_disabled";
+    a.detail = "JIT is disabled and aot/ has no cubin for " + b.key() + stale_note;
+  } else if (!nvrtc_.present) {
+    a.reason = stale ? "stale_aot" : "no_nvrtc";
+    a.detail = nvrtc_.missing_reason + stale_note;
+  } else if (nvrtc_.version < b.min_cuda) {
+    a.reason = "min_cuda";
+    a.detail = b.key() + " needs CUDA >= " + b.min_cuda.str() + ", NVRTC is " +
+               nvrtc_.version.str() + stale_note;
+  } else if (!nvrtc_.supports(b.arch)) {
+    a.reason = "arch";
+    a.detail = "NVRTC " + nvrtc_.version.str() + " cannot compile for " + b.arch.str() + stale_note;
+  } else {
+    a.by = ServedBy::jit;
+  }
+  return a;
+}
+
+Availability AvailabilityRule::check(const Program& program, const Arch& device) const {
+  // Builds that run on the device, the closest first: same arch exactly, then newer minors.
+  std::vector<const Build*> builds;
+  for (const auto& arch : program.archs)
+    if (arch.runs_on(device))
+      if (const Build* b = registry_.build(program.name, arch)) builds.push_back(b);
+  std::stable_sort(builds.begin(), builds.end(), [&](const Build* x, const Build* y) {
+    bool xe = x->arch == device, ye = y->arch == device;
+    if (xe != ye) return xe;
+    return x->arch.minor > y->arch.minor;
+  });
+  if (builds.empty()) {
+    Availability a;
+    a.reason = "no_build";
+    a.detail = "program " + program.name + " has no build that runs on " + device.str();
+    return a;
+  }
+  Availability first;
+  for (size_t i = 0; i < builds.size(); ++i) {
+    Availability a = check_build(*builds[i]);
+    if (a.available()) return a;
+    if (i == 0) first = a;
+  }
+  return first;
+}
+
+}  // namespace cake

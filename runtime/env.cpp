@@ -1,0 +1,54 @@
+#include "env.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace cake::env {
+
+std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::vector<std::string> registry_paths() {
+  std::vector<std::string> out;
+  auto v = get("CAKE_REGISTRY");
+  if (!v) return out;
+  std::stringstream ss(*v);
+  std::string item;
+  while (std::getline(ss, item, ':'))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string cache_dir() {
+  if (auto v = get("CAKE_CACHE_DIR")) return *v;
+  if (auto v = get("XDG_CACHE_HOME")) return *v + "/cake";
+  if (auto v = get("HOME")) return *v + "/.cache/cake";
+  return "/tmp/cake-cache";
+}
+
+std::optional<std::string> aot_dir() { return get("CAKE_AOT_DIR"); }
+std::optional<std::string> dump_dir() { return get("CAKE_DUMP_DIR"); }
+std::optional<std::string> nvrtc_path() { return get("CAKE_NVRTC_PATH"); }
+std::optional<std::string> libcuda_path() { return get("CAKE_LIBCUDA_PATH"); }
+
+bool jit_enabled() {
+  auto v = get("CAKE_JIT");
+  return !(v && (*v == "0" || *v == "off" || *v == "false"));
+}
+
+std::string log_level() { return get("CAKE_LOG_LEVEL").value_or("warn"); }
+
+double compile_timeout_s() {
+  auto v = get("CAKE_COMPILE_TIMEOUT");
+  if (!v) return 300.0;
+  try {
+    return std::stod(*v);
+  } catch (...) {
+    return 300.0;
+  }
+}
+
+}  // namespace cake::env

@@ -1,0 +1,22 @@
+// Every CAKE_* environment variable is read here and nowhere else.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cake::env {
+
+std::vector<std::string> registry_paths();      // CAKE_REGISTRY, ':'-separated files
+std::string cache_dir();                        // CAKE_CACHE_DIR, else XDG_CACHE_HOME/cake, ~/.cache/cake
+std::optional<std::string> aot_dir();           // CAKE_AOT_DIR
+std::optional<std::string> dump_dir();          // CAKE_DUMP_DIR
+bool jit_enabled();                             // CAKE_JIT (default 1; 0 = never call NVRTC)
+std::optional<std::string> nvrtc_path();        // CAKE_NVRTC_PATH: a libnvrtc to dlopen first
+std::optional<std::string> libcuda_path();      // CAKE_LIBCUDA_PATH: a libcuda to dlopen first
+std::string log_level();                        // CAKE_LOG_LEVEL (default "warn")
+double compile_timeout_s();                     // CAKE_COMPILE_TIMEOUT (default 300)
+
+// The raw value of one variable, for `cakec doctor`.
+std::optional<std::string> get(const char* name);
+
+}  // namespace cake::env

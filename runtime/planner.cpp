@@ -1,0 +1,231 @@
+#include "planner.hpp"
+
+#include <sstream>
+
+namespace cake {
+namespace {
+
+std::string join_bind(const std::map<std::string, std::string>& bind) {
+  std::string s;
+  for (const auto& [k, v] : bind) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+
+}  // namespace
+
+std::string Problem::key() const {
+  std::string k = op;
+  for (const auto& [n, v] : dims) k += "|" + n + "=" + std::to_string(v);
+  for (const auto& [n, t] : dtypes) k += "|" + n + ":" + dtype_name(t);
+  for (const auto& [n, a] : align) k += "|" + n + "@" + std::to_string(a);
+  k += accumulate ? "|acc" : "";
+  k += deterministic ? "|det" : "|nondet";
+  return k;
+}
+
+std::string Problem::describe() const {
+  std::ostringstream o;
+  o << op << " (";
+  bool first = true;
+  for (const auto& [n, v] : dims) o << (first ? "" : " ") << n << "=" << v, first = false;
+  o << ";";
+  for (const auto& [n, t] : dtypes) o << " " << n << "=" << dtype_name(t);
+  o << (accumulate ? "; accumulate" : "") << (deterministic ? "; deterministic" : "; non-deterministic allowed")
+    << ")";
+  return o.str();
+}
+
+std::string Device::describe() const {
+  return arch.str() + ", " + std::to_string(sm_count) + " SMs";
+}
+
+std::optional<Rejection> Planner::check_window(const Candidate& c, const Problem& p,
+                                               const Device& d) const {
+  const Window& w = c.window;
+  auto reject = [&](const std::string& reason, const std::string& detail) {
+    return Rejection{c.name, reason, detail};
+  };
+  if (p.accumulate && c.accumulate == Accumulate::off)
+    return reject("accumulate", "the call accumulates; this candidate overwrites");
+  if (!p.accumulate && c.accumulate != Accumulate::off)
+    return reject("accumulate", "this candidate accumulates; the call does not");
+  if (!c.deterministic && p.deterministic)
+    return reject("deterministic", "non-deterministic; taken only with deterministic=false");
+  if (!w.archs.empty()) {
+    bool any = false;
+    std::string list;
+    for (const auto& a : w.archs) {
+      any = any || a.matches(d.arch);
+      list += (list.empty() ? "" : ", ") + a.str();
+    }
+    if (!any) return reject("arch", d.arch.str() + " is not in [" + list + "]");
+  }
+  if (d.sm_count < w.sm_count.lo || d.sm_count > w.sm_count.hi)
+    return reject("sm_count", std::to_string(d.sm_count) + " SMs outside [" +
+                                  std::to_string(w.sm_count.lo) + ", " +
+                                  std::to_string(w.sm_count.hi) + "]");
+  for (const auto& [name, range] : w.dims) {
+    auto it = p.dims.find(name);
+    if (it == p.dims.end()) return reject("dim", "the problem has no dim '" + name + "'");
+    if (it->second < range.lo || it->second > range.hi)
+      return reject("dim", name + "=" + std::to_string(it->second) + " outside [" +
+                               std::to_string(range.lo) + ", " +
+                               (range.hi == Range{}.hi ? "inf" : std::to_string(range.hi)) + "]");
+  }
+  for (const auto& [name, div] : w.divisible) {
+    auto it = p.dims.find(name);
+    if (it == p.dims.end()) return reject("divisible", "the problem has no dim '" + name + "'");
+    if (it->second % div != 0)
+      return reject("divisible", name + "=" + std::to_string(it->second) + " is not a multiple of " +
+                                     std::to_string(div));
+  }
+  for (const auto& [name, parity] : w.parity) {
+    auto it = p.dims.find(name);
+    if (it == p.dims.end()) return reject("parity", "the problem has no dim '" + name + "'");
+    if (it->second % 2 != parity)
+      return reject("parity", name + "=" + std::to_string(it->second) + " is not " +
+                                  (parity ? "odd" : "even"));
+  }
+  for (const auto& [arg, t] : w.dtypes) {
+    auto it = p.dtypes.find(arg);
+    if (it == p.dtypes.end()) return reject("dtype", "the problem has no argument '" + arg + "'");
+    if (it->second != t)
+      return reject("dtype", arg + " is " + dtype_name(it->second) + ", needs " + dtype_name(t));
+  }
+  for (const auto& [arg, need] : w.align) {
+    auto it = p.align.find(arg);
+    int have = it == p.align.end() ? 1 : it->second;
+    if (have < need)
+      return reject("align", arg + " is " + std::to_string(have) + "-byte aligned, needs " +
+                                 std::to_string(need));
+  }
+  return std::nullopt;
+}
+
+PlanResult Planner::plan(const Problem& problem, const Device& device) const {
+  PlanResult result;
+  const Route* route = registry_->route(problem.op);
+  if (route == nullptr) {
+    std::string known;
+    for (const auto& r : registry_->routes()) known += (known.empty() ? "" : ", ") + r.op;
+    result.error = "unknown op '" + problem.op + "' (known: " + known + ")";
+    return result;
+  }
+  for (const auto& c : route->candidates) {
+    if (auto r = check_window(c, problem, device)) {
+      result.rejections.push_back(*r);
+      continue;
+    }
+    std::vector<PlannedStage> stages;
+    std::optional<Rejection> unavailable;
+    for (const auto& st : c.stages) {
+      const Program* prog = registry_->program(st.program);
+      Availability a = availability_(*prog, device.arch);
+      if (!a.available()) {
+        unavailable = Rejection{c.name, "unavailable:" + a.reason, a.detail};
+        break;
+      }
+      stages.push_back({prog, st.kernel, a.build, a.by, st.bind});
+    }
+    if (unavailable) {
+      result.rejections.push_back(*unavailable);
+      continue;
+    }
+    int64_t scratch = 0;
+    if (!c.scratch.empty()) {
+      auto t = problem.dtypes.find(c.scratch.dtype_of);
+      if (t == problem.dtypes.end()) {
+        result.rejections.push_back({c.name, "dtype", "scratch needs the dtype of '" +
+                                                          c.scratch.dtype_of + "', not given"});
+        continue;
+      }
+      scratch = dtype_size(t->second);
+      bool missing = false;
+      for (const auto& dim : c.scratch.dims) {
+        auto it = problem.dims.find(dim);
+        if (it == problem.dims.end() || it->second < 0 ||
+            (it->second > 0 && scratch > INT64_MAX / it->second)) {
+          missing = true;
+          break;
+        }
+        scratch *= it->second;
+      }
+      if (missing) {
+        result.rejections.push_back({c.name, "dim", "scratch size cannot be computed from the dims"});
+        continue;
+      }
+    }
+    Plan plan;
+    plan.op = problem.op;
+    plan.route = c.name;
+    plan.candidate = &c;
+    plan.accumulate = c.accumulate;
+    plan.deterministic = c.deterministic;
+    plan.scratch_bytes = scratch;
+    plan.stages = std::move(stages);
+    plan.passed_over = std::move(result.rejections);
+    result.rejections.clear();
+    plan.why = plan.passed_over.empty() ? "first candidate; its window matches"
+                                        : "first candidate whose window matches and whose stages "
+                                          "can be served";
+    if (c.accumulate == Accumulate::composed) {
+      std::string fused;
+      for (const auto& r : plan.passed_over)
+        if (const Candidate* pc = [&]() -> const Candidate* {
+              for (const auto& x : route->candidates)
+                if (x.name == r.candidate) return &x;
+              return nullptr;
+            }();
+            pc && pc->accumulate == Accumulate::fused)
+          fused += (fused.empty() ? "" : "; ") + r.candidate + ": " + r.detail;
+      plan.why += fused.empty() ? "; composed: no fused candidate in this route"
+                                : "; composed because the fused candidates were passed over (" +
+                                      fused + ")";
+    }
+    result.plan = std::move(plan);
+    return result;
+  }
+  result.error = "no route for " + problem.describe() + ": every candidate was passed over";
+  return result;
+}
+
+std::shared_ptr<const PlanResult> Planner::plan_cached(const Problem& problem,
+                                                       const Device& device) const {
+  std::string key = problem.key() + "#" + device.arch.str() + "/" + std::to_string(device.sm_count);
+  {
+    std::shared_lock lock(cache_mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  auto result = std::make_shared<const PlanResult>(plan(problem, device));
+  std::unique_lock lock(cache_mu_);
+  return cache_.emplace(key, std::move(result)).first->second;
+}
+
+std::string format_plan(const PlanResult& result, const Problem& problem, const Device& device) {
+  std::ostringstream o;
+  o << "problem: " << problem.describe() << "\n";
+  o << "device:  " << device.describe() << "\n";
+  const auto& passed = result.ok() ? result.plan->passed_over : result.rejections;
+  for (const auto& r : passed)
+    o << "  passed over " << r.candidate << ": " << r.reason << " - " << r.detail << "\n";
+  if (!result.ok()) {
+    o << "no route: " << result.error << "\n";
+    return o.str();
+  }
+  const Plan& p = *result.plan;
+  o << "chosen:  " << p.route << "  (accumulate " << accumulate_name(p.accumulate) << ", "
+    << (p.deterministic ? "deterministic" : "non-deterministic") << ", scratch "
+    << p.scratch_bytes << " bytes)\n";
+  o << "why:     " << p.why << "\n";
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const auto& s = p.stages[i];
+    o << "  stage " << i + 1 << ": " << s.program->name << " [" << s.build->arch.str() << ", "
+      << served_by_name(s.served_by) << "] " << s.program->kernels[size_t(s.kernel)];
+    if (!s.bind.empty()) o << "  (" << join_bind(s.bind) << ")";
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace cake

@@ -1,0 +1,37 @@
+// `cakec build`: compile every build of the registry that the local NVRTC can serve for the
+// requested archs, in parallel, into aot/<arch>/<program>.cubin and aot/manifest.json.
+// Incremental: a build whose cubin is current (same source hash, toolkit, options and
+// sha256) is not compiled again.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "nvrtc.hpp"
+#include "registry.hpp"
+
+namespace cake {
+
+struct PrebuildOptions {
+  std::vector<Arch> archs;
+  std::filesystem::path out = "aot";
+  int jobs = 0;                     // 0: one per core
+  std::optional<std::regex> filter;  // program names to build
+  bool force = false;               // rebuild even when current
+  std::ostream* progress = nullptr;
+};
+
+struct PrebuildSummary {
+  int built = 0, up_to_date = 0, failed = 0;
+  std::vector<std::pair<std::string, std::string>> skipped;   // build key, reason
+  std::vector<std::pair<std::string, std::string>> failures;  // build key, error
+  double wall_s = 0, compile_s = 0;
+};
+
+PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const PrebuildOptions& opt);
+
+}  // namespace cake

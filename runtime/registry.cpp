@@ -1,0 +1,379 @@
+#include "registry.hpp"
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "embedded.hpp"
+#include "env.hpp"
+#include "error.hpp"
+#include "json_reader.hpp"
+
+namespace cake {
+namespace {
+
+// Names become file names in caches and aot/: keep them to a safe alphabet.
+void check_name(const JsonReader& r, const std::string& s) {
+  static const std::regex re("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
+  if (!std::regex_match(s, re))
+    r.fail("'" + s + "' is not a valid name (letters, digits, '_', '.', '-'; at most 128)");
+}
+
+Arch read_arch(const JsonReader& r) {
+  auto a = Arch::parse(r.str());
+  if (!a) r.fail("'" + r.str() + "' is not an arch (expected e.g. sm_90a)");
+  return *a;
+}
+
+ArchPattern read_arch_pattern(const JsonReader& r) {
+  std::string s = r.str();
+  ArchPattern p;
+  if (!s.empty() && s.back() == '+') {
+    p.or_newer = true;
+    s.pop_back();
+  }
+  auto a = Arch::parse(s);
+  if (!a) r.fail("'" + r.str() + "' is not an arch pattern (e.g. sm_90a or sm_80+)");
+  p.arch = *a;
+  return p;
+}
+
+DType read_dtype(const JsonReader& r) {
+  auto t = parse_dtype(r.str());
+  if (!t) r.fail("'" + r.str() + "' is not a dtype (bf16, f16, f32, f64, i32, i64)");
+  return *t;
+}
+
+Range read_range(const JsonReader& r) {
+  r.expect_array();
+  if (r.size() != 2) r.fail("a range is [lo, hi] (hi may be null for no upper bound)");
+  Range out;
+  out.lo = r.at(size_t{0}).int64();
+  if (!r.json()[1].is_null()) out.hi = r.at(size_t{1}).int64();
+  if (out.lo < 0) r.fail("range lower bound " + std::to_string(out.lo) + " is negative");
+  if (out.lo > out.hi)
+    r.fail("empty range: lo " + std::to_string(out.lo) + " > hi " + std::to_string(out.hi));
+  return out;
+}
+
+Window read_window(const JsonReader& r) {
+  r.allow_only({"archs", "sm_count", "dims", "divisible", "parity", "dtypes", "align"});
+  Window w;
+  if (r.has("archs")) {
+    auto a = r.at("archs");
+    a.expect_array();
+    for (size_t i = 0; i < a.size(); ++i) w.archs.push_back(read_arch_pattern(a.at(i)));
+  }
+  if (r.has("sm_count")) w.sm_count = read_range(r.at("sm_count"));
+  if (r.has("dims")) {
+    auto d = r.at("dims");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) w.dims[k] = read_range(d.at(k));
+  }
+  if (r.has("divisible")) {
+    auto d = r.at("divisible");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) {
+      int64_t m = d.at(k).int64();
+      if (m < 1) d.at(k).fail("divisor must be >= 1");
+      w.divisible[k] = m;
+    }
+  }
+  if (r.has("parity")) {
+    auto d = r.at("parity");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) {
+      std::string p = d.at(k).str();
+      if (p != "odd" && p != "even") d.at(k).fail("parity is 'odd' or 'even'");
+      w.parity[k] = p == "odd" ? 1 : 0;
+    }
+  }
+  if (r.has("dtypes")) {
+    auto d = r.at("dtypes");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) w.dtypes[k] = read_dtype(d.at(k));
+  }
+  if (r.has("align")) {
+    auto d = r.at("align");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) {
+      int64_t a = d.at(k).int64();
+      if (a < 1 || a > 4096 || (a & (a - 1)) != 0)
+        d.at(k).fail("alignment must be a power of two in 1..4096");
+      w.align[k] = int(a);
+    }
+  }
+  return w;
+}
+
+std::vector<std::string> read_strings(const JsonReader& r) {
+  r.expect_array();
+  std::vector<std::string> out;
+  for (size_t i = 0; i < r.size(); ++i) out.push_back(r.at(i).str());
+  return out;
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RegistryError(path, "cannot open registry file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+const char* accumulate_name(Accumulate a) {
+  switch (a) {
+    case Accumulate::off: return "off";
+    case Accumulate::fused: return "fused";
+    case Accumulate::composed: return "composed";
+  }
+  return "?";
+}
+
+bool ArchPattern::matches(const Arch& device) const {
+  if (or_newer)
+    return device.major > arch.major || (device.major == arch.major && device.minor >= arch.minor);
+  return device.major == arch.major && device.minor == arch.minor;
+}
+
+std::vector<RegistrySource> Registry::embedded_sources() {
+  std::vector<RegistrySource> out;
+  for (const auto& f : embedded_registry())
+    out.push_back({"<embedded>/" + std::string(f.name), std::string(f.content)});
+  return out;
+}
+
+std::shared_ptr<const Registry> Registry::load_default(const std::vector<std::string>& extra) {
+  auto sources = embedded_sources();
+  std::vector<std::string> files = env::registry_paths();
+  files.insert(files.end(), extra.begin(), extra.end());
+  for (const auto& f : files) sources.push_back({f, read_file_text(f)});
+  return from_sources(sources);
+}
+
+std::shared_ptr<const Registry> Registry::from_sources(const std::vector<RegistrySource>& src) {
+  auto reg = std::shared_ptr<Registry>(new Registry());
+  for (const auto& s : src) reg->parse(s);
+  reg->validate();
+  return reg;
+}
+
+void Registry::parse(const RegistrySource& src) {
+  files_.push_back(src.file);
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(src.text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw RegistryError(src.file, std::string("not valid JSON: ") + e.what());
+  }
+  JsonReader root(doc, src.file);
+  root.allow_only({"comment", "family", "programs", "routes", "builds"});
+  std::string family = root.has("family") ? root.at("family").str() : "";
+
+  if (root.has("programs")) {
+    auto ps = root.at("programs");
+    ps.expect_array();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      auto p = ps.at(i);
+      p.allow_only({"name", "family", "template", "kernels", "archs", "params"});
+      Program prog;
+      prog.name = p.at("name").str();
+      check_name(p.at("name"), prog.name);
+      prog.family = p.has("family") ? p.at("family").str() : family;
+      prog.templ = p.at("template").str();
+      prog.kernels = read_strings(p.at("kernels"));
+      if (prog.kernels.empty()) p.at("kernels").fail("a program needs at least one kernel");
+      auto archs = p.at("archs");
+      archs.expect_array();
+      if (archs.size() == 0) archs.fail("a program needs at least one arch");
+      for (size_t a = 0; a < archs.size(); ++a) prog.archs.push_back(read_arch(archs.at(a)));
+      if (p.has("params")) prog.params = p.at("params").json();
+      prog.origin = {src.file, p.path()};
+      programs_.push_back(std::move(prog));
+    }
+  }
+
+  if (root.has("builds")) {
+    auto bs = root.at("builds");
+    bs.expect_array();
+    for (size_t i = 0; i < bs.size(); ++i) {
+      auto b = bs.at(i);
+      b.allow_only({"program", "arch", "min_cuda", "options", "source_hash"});
+      Build build;
+      build.program = b.at("program").str();
+      build.arch = read_arch(b.at("arch"));
+      auto v = CudaVersion::parse(b.at("min_cuda").str());
+      if (!v) b.at("min_cuda").fail("'" + b.at("min_cuda").str() + "' is not a version (e.g. 12.8)");
+      build.min_cuda = *v;
+      build.options = read_strings(b.at("options"));
+      build.source_hash = b.at("source_hash").str();
+      static const std::regex hex("[0-9a-f]{64}");
+      if (!std::regex_match(build.source_hash, hex))
+        b.at("source_hash").fail("expected 64 lowercase hex digits (sha256)");
+      build.origin = {src.file, b.path()};
+      builds_.push_back(std::move(build));
+    }
+  }
+
+  if (root.has("routes")) {
+    auto rs = root.at("routes");
+    rs.expect_array();
+    for (size_t i = 0; i < rs.size(); ++i) {
+      auto r = rs.at(i);
+      r.allow_only({"op", "family", "candidates"});
+      Route route;
+      route.op = r.at("op").str();
+      check_name(r.at("op"), route.op);
+      route.family = r.has("family") ? r.at("family").str() : family;
+      auto cs = r.at("candidates");
+      cs.expect_array();
+      if (cs.size() == 0) cs.fail("a route needs at least one candidate");
+      for (size_t c = 0; c < cs.size(); ++c) {
+        auto cr = cs.at(c);
+        cr.allow_only({"name", "stages", "window", "deterministic", "accumulate", "scratch", "note"});
+        Candidate cand;
+        cand.name = cr.at("name").str();
+        check_name(cr.at("name"), cand.name);
+        auto st = cr.at("stages");
+        st.expect_array();
+        if (st.size() == 0) st.fail("a candidate needs at least one stage");
+        for (size_t s = 0; s < st.size(); ++s) {
+          auto sr = st.at(s);
+          sr.allow_only({"program", "kernel", "bind"});
+          Stage stage;
+          stage.program = sr.at("program").str();
+          if (sr.has("kernel")) stage.kernel = int(sr.at("kernel").int64());
+          if (sr.has("bind")) {
+            auto br = sr.at("bind");
+            br.expect_object();
+            for (auto& [k, v] : br.json().items()) stage.bind[k] = br.at(k).str();
+          }
+          cand.stages.push_back(std::move(stage));
+        }
+        if (cr.has("window")) cand.window = read_window(cr.at("window"));
+        if (cr.has("deterministic")) cand.deterministic = cr.at("deterministic").boolean();
+        if (cr.has("accumulate")) {
+          std::string a = cr.at("accumulate").str();
+          if (a == "off") cand.accumulate = Accumulate::off;
+          else if (a == "fused") cand.accumulate = Accumulate::fused;
+          else if (a == "composed") cand.accumulate = Accumulate::composed;
+          else cr.at("accumulate").fail("accumulate is 'off', 'fused' or 'composed'");
+        }
+        if (cr.has("scratch")) {
+          auto sc = cr.at("scratch");
+          sc.allow_only({"dims", "dtype_of"});
+          cand.scratch.dims = read_strings(sc.at("dims"));
+          cand.scratch.dtype_of = sc.at("dtype_of").str();
+          if (cand.scratch.dims.empty()) sc.at("dims").fail("scratch needs at least one dim");
+        }
+        if (cr.has("note")) cand.note = cr.at("note").str();
+        cand.origin = {src.file, cr.path()};
+        route.candidates.push_back(std::move(cand));
+      }
+      // A later file's candidates for an existing op go on top: user registries override.
+      auto existing = std::find_if(routes_.begin(), routes_.end(),
+                                   [&](const Route& x) { return x.op == route.op; });
+      if (existing == routes_.end()) {
+        routes_.push_back(std::move(route));
+      } else {
+        route.candidates.insert(route.candidates.end(), existing->candidates.begin(),
+                                existing->candidates.end());
+        existing->candidates = std::move(route.candidates);
+      }
+    }
+  }
+  index();
+}
+
+void Registry::index() {
+  program_index_.clear();
+  build_index_.clear();
+  route_index_.clear();
+  for (size_t i = 0; i < programs_.size(); ++i) program_index_.emplace(programs_[i].name, i);
+  for (size_t i = 0; i < builds_.size(); ++i) build_index_.emplace(builds_[i].key(), i);
+  for (size_t i = 0; i < routes_.size(); ++i) route_index_.emplace(routes_[i].op, i);
+}
+
+void Registry::validate() const {
+  std::set<std::string> templates;
+  for (const auto& t : embedded_templates()) templates.insert(std::string(t.name));
+
+  std::map<std::string, const Program*> programs;
+  for (const auto& p : programs_) {
+    auto [it, fresh] = programs.emplace(p.name, &p);
+    if (!fresh)
+      throw RegistryError(p.origin.str(), "duplicate program name '" + p.name +
+                                              "' (first defined at " + it->second->origin.str() + ")");
+    if (!templates.count(p.templ))
+      throw RegistryError(p.origin.str() + "/template", "unknown template '" + p.templ + "'");
+    std::set<Arch> seen;
+    for (const auto& a : p.archs)
+      if (!seen.insert(a).second)
+        throw RegistryError(p.origin.str() + "/archs", "arch " + a.str() + " listed twice");
+  }
+
+  std::map<std::string, const Build*> builds;
+  for (const auto& b : builds_) {
+    auto [it, fresh] = builds.emplace(b.key(), &b);
+    if (!fresh)
+      throw RegistryError(b.origin.str(), "duplicate build " + b.key() + " (first at " +
+                                              it->second->origin.str() + ")");
+    auto p = programs.find(b.program);
+    if (p == programs.end())
+      throw RegistryError(b.origin.str() + "/program", "build for unknown program '" + b.program + "'");
+    const auto& archs = p->second->archs;
+    if (std::find(archs.begin(), archs.end(), b.arch) == archs.end())
+      throw RegistryError(b.origin.str() + "/arch", "program '" + b.program +
+                                                        "' does not list arch " + b.arch.str());
+  }
+  for (const auto& p : programs_)
+    for (const auto& a : p.archs)
+      if (!builds.count(p.name + "@" + a.str()))
+        throw RegistryError(p.origin.str(), "missing build for program '" + p.name + "' on " +
+                                                a.str() + " (no build.json entry)");
+
+  for (const auto& r : routes_) {
+    std::set<std::string> names;
+    for (const auto& c : r.candidates) {
+      if (!names.insert(c.name).second)
+        throw RegistryError(c.origin.str() + "/name",
+                            "duplicate candidate name '" + c.name + "' in route " + r.op);
+      bool uses_scratch = false;
+      for (size_t s = 0; s < c.stages.size(); ++s) {
+        const auto& st = c.stages[s];
+        std::string where = c.origin.str() + "/stages/" + std::to_string(s);
+        auto p = programs.find(st.program);
+        if (p == programs.end())
+          throw RegistryError(where + "/program", "unknown program '" + st.program + "'");
+        if (st.kernel < 0 || st.kernel >= int(p->second->kernels.size()))
+          throw RegistryError(where + "/kernel", "kernel index " + std::to_string(st.kernel) +
+                                                     " out of range for program " + st.program);
+        for (const auto& [param, arg] : st.bind) uses_scratch = uses_scratch || arg == "scratch";
+      }
+      if (uses_scratch && c.scratch.empty())
+        throw RegistryError(c.origin.str(), "a stage binds 'scratch' but the candidate has no scratch");
+      if (c.accumulate == Accumulate::composed && c.scratch.empty())
+        throw RegistryError(c.origin.str(), "a composed candidate needs a scratch buffer");
+    }
+  }
+}
+
+const Program* Registry::program(const std::string& name) const {
+  auto it = program_index_.find(name);
+  return it == program_index_.end() ? nullptr : &programs_[it->second];
+}
+
+const Build* Registry::build(const std::string& program, const Arch& arch) const {
+  auto it = build_index_.find(program + "@" + arch.str());
+  return it == build_index_.end() ? nullptr : &builds_[it->second];
+}
+
+const Route* Registry::route(const std::string& op) const {
+  auto it = route_index_.find(op);
+  return it == route_index_.end() ? nullptr : &routes_[it->second];
+}
+
+}  // namespace cake

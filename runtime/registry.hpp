@@ -1,0 +1,136 @@
+// The route registry: programs (what to compile), builds (per program and arch: min_cuda,
+// NVRTC options, source hash) and routes (per op, ordered candidates of stages with the
+// window each serves). Pure data; loaded from JSON, validated as a whole at load.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "arch.hpp"
+
+namespace cake {
+
+struct Origin {
+  std::string file;  // registry file or "<embedded>/registry/x.json"
+  std::string path;  // JSON pointer of the item
+  std::string str() const { return file + ": " + path; }
+};
+
+struct Program {
+  std::string name;
+  std::string family;
+  std::string templ;                 // a header in templates/
+  std::vector<std::string> kernels;  // C++ name expressions, one per kernel
+  std::vector<Arch> archs;
+  nlohmann::json params;  // the parameter set it was rendered from (informational)
+  Origin origin;
+};
+
+struct Build {
+  std::string program;
+  Arch arch;
+  CudaVersion min_cuda;
+  std::vector<std::string> options;  // NVRTC options, arch included
+  std::string source_hash;           // sha256 of the rendered program and its headers
+  Origin origin;
+  std::string key() const { return program + "@" + arch.str(); }
+};
+
+struct ArchPattern {
+  Arch arch;
+  bool or_newer = false;  // "sm_80+" : any arch of compute capability >= 8.0
+  bool matches(const Arch& device) const;
+  std::string str() const { return arch.str() + (or_newer ? "+" : ""); }
+};
+
+struct Range {
+  int64_t lo = 0;
+  int64_t hi = std::numeric_limits<int64_t>::max();
+};
+
+struct Window {
+  std::vector<ArchPattern> archs;  // empty: any arch
+  Range sm_count;
+  std::map<std::string, Range> dims;
+  std::map<std::string, int64_t> divisible;  // dim % k == 0
+  std::map<std::string, int> parity;         // dim % 2 == value (0 even, 1 odd)
+  std::map<std::string, DType> dtypes;       // argument -> dtype
+  std::map<std::string, int> align;          // argument -> byte alignment of its pointer
+};
+
+enum class Accumulate : uint8_t { off, fused, composed };
+const char* accumulate_name(Accumulate a);
+
+struct Stage {
+  std::string program;
+  int kernel = 0;                             // index into Program::kernels
+  std::map<std::string, std::string> bind;    // kernel parameter -> call argument or "scratch"
+};
+
+struct Scratch {
+  std::vector<std::string> dims;  // product of these problem dims ...
+  std::string dtype_of;           // ... times the size of this argument's dtype
+  bool empty() const { return dims.empty(); }
+};
+
+struct Candidate {
+  std::string name;
+  std::vector<Stage> stages;
+  Window window;
+  bool deterministic = true;
+  Accumulate accumulate = Accumulate::off;
+  Scratch scratch;
+  std::string note;  // why this candidate exists (shown by list-routes)
+  Origin origin;
+};
+
+struct Route {
+  std::string op;
+  std::string family;
+  std::vector<Candidate> candidates;  // first matching window wins
+};
+
+// One JSON document with its name, as read from disk or from the embedded copy.
+struct RegistrySource {
+  std::string file;
+  std::string text;
+};
+
+class Registry {
+ public:
+  // The embedded default registry and build.json, then each CAKE_REGISTRY file on top.
+  static std::shared_ptr<const Registry> load_default(
+      const std::vector<std::string>& extra_files = {});
+  // Parses and validates; throws RegistryError naming the file and JSON path.
+  static std::shared_ptr<const Registry> from_sources(const std::vector<RegistrySource>& src);
+  static std::vector<RegistrySource> embedded_sources();
+
+  const Program* program(const std::string& name) const;
+  const Build* build(const std::string& program, const Arch& arch) const;
+  const Route* route(const std::string& op) const;
+
+  const std::vector<Program>& programs() const { return programs_; }
+  const std::vector<Build>& builds() const { return builds_; }
+  const std::vector<Route>& routes() const { return routes_; }
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  void parse(const RegistrySource& src);
+  void validate() const;
+  void index();
+
+  std::vector<Program> programs_;
+  std::vector<Build> builds_;
+  std::vector<Route> routes_;
+  std::vector<std::string> files_;
+  std::unordered_map<std::string, size_t> program_index_, build_index_, route_index_;
+};
+
+}  // namespace cake

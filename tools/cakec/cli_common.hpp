@@ -1,0 +1,52 @@
+// What every cakec command shares: global options, loading the registry and aot/, the
+// availability rule for an arch, exit codes.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aot_manifest.hpp"
+#include "availability.hpp"
+#include "registry.hpp"
+
+namespace cakec {
+
+enum Exit : int { kOk = 0, kFailure = 1, kUsage = 2 };
+
+struct Globals {
+  std::vector<std::string> registries;  // --registry, on top of the embedded one
+  std::string aot;                      // --aot; else CAKE_AOT_DIR; else ./aot if present
+};
+
+struct Context {
+  std::shared_ptr<const cake::Registry> registry;
+  std::optional<cake::AotManifest> aot;
+  std::string aot_dir;
+  std::unique_ptr<cake::AvailabilityRule> rule;  // JIT per CAKE_JIT, the real NVRTC
+};
+
+Context load_context(const Globals& g);
+
+// A usage error: printed with the command's name, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+cake::Arch parse_arch_arg(const std::string& option, const std::string& value);
+
+// "name=value" -> pair; UsageError naming the option otherwise.
+std::pair<std::string, std::string> split_assignment(const std::string& option, const std::string& s);
+
+// Left-aligned text table.
+std::string format_table(const std::vector<std::string>& header,
+                         const std::vector<std::vector<std::string>>& rows);
+
+void add_inspect_commands(CLI::App& app, Globals& g, int& exit_code);
+void add_plan_command(CLI::App& app, Globals& g, int& exit_code);
+void add_build_commands(CLI::App& app, Globals& g, int& exit_code);
+void add_doctor_command(CLI::App& app, Globals& g, int& exit_code);
+
+}  // namespace cakec

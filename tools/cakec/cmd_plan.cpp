@@ -1,0 +1,108 @@
+// cakec plan: the planner's choice for a problem given on the command line, and why every
+// earlier candidate was passed over.
+#include <iostream>
+
+#include "cli_common.hpp"
+#include "planner.hpp"
+
+namespace cakec {
+namespace {
+
+struct PlanArgs {
+  std::string op, arch;
+  int sms = 0;
+  std::vector<std::string> dims, dtypes, aligns;
+  bool accumulate = false, nondeterministic = false, json = false;
+};
+
+int64_t parse_int(const std::string& option, const std::string& name, const std::string& v) {
+  try {
+    size_t used = 0;
+    long long x = std::stoll(v, &used);
+    if (used != v.size() || x < 0) throw std::invalid_argument(v);
+    return x;
+  } catch (const std::exception&) {
+    throw UsageError(option + " " + name + ": '" + v + "' is not a non-negative integer");
+  }
+}
+
+cake::Problem build_problem(const PlanArgs& a) {
+  cake::Problem p;
+  p.op = a.op;
+  p.accumulate = a.accumulate;
+  p.deterministic = !a.nondeterministic;
+  for (const auto& d : a.dims) {
+    auto [name, value] = split_assignment("--dim", d);
+    p.dims[name] = parse_int("--dim", name, value);
+  }
+  for (const auto& d : a.dtypes) {
+    auto [name, value] = split_assignment("--dtype", d);
+    auto t = cake::parse_dtype(value);
+    if (!t) throw UsageError("--dtype " + name + ": '" + value + "' is not a dtype (bf16, f16, f32, f64, i32, i64)");
+    p.dtypes[name] = *t;
+    p.align[name] = 256;  // what cudaMalloc and every framework allocator give
+  }
+  for (const auto& d : a.aligns) {
+    auto [name, value] = split_assignment("--align", d);
+    int64_t v = parse_int("--align", name, value);
+    if (v < 1 || (v & (v - 1)) != 0) throw UsageError("--align " + name + ": must be a power of two");
+    p.align[name] = int(std::min<int64_t>(v, 1 << 20));
+  }
+  return p;
+}
+
+nlohmann::json plan_json(const cake::PlanResult& r) {
+  using nlohmann::json;
+  json passed = json::array();
+  for (const auto& x : r.ok() ? r.plan->passed_over : r.rejections)
+    passed.push_back({{"candidate", x.candidate}, {"reason", x.reason}, {"detail", x.detail}});
+  if (!r.ok()) return {{"ok", false}, {"error", r.error}, {"passed_over", passed}};
+  const auto& p = *r.plan;
+  json stages = json::array();
+  for (const auto& s : p.stages)
+    stages.push_back({{"program", s.program->name},
+                      {"kernel", s.program->kernels[size_t(s.kernel)]},
+                      {"arch", s.build->arch.str()},
+                      {"served_by", cake::served_by_name(s.served_by)},
+                      {"bind", s.bind}});
+  return {{"ok", true},         {"op", p.op},
+          {"route", p.route},   {"accumulate", cake::accumulate_name(p.accumulate)},
+          {"deterministic", p.deterministic}, {"scratch_bytes", p.scratch_bytes},
+          {"stages", stages},   {"why", p.why},
+          {"passed_over", passed}};
+}
+
+int run_plan(const Globals& g, const PlanArgs& a) {
+  cake::Device device{parse_arch_arg("--arch", a.arch), a.sms};
+  if (a.sms < 1) throw UsageError("--sms: must be >= 1");
+  cake::Problem problem = build_problem(a);
+  Context ctx = load_context(g);
+  cake::Planner planner(ctx.registry, [&](const cake::Program& p, const cake::Arch& arch) {
+    return ctx.rule->check(p, arch);
+  });
+  cake::PlanResult r = planner.plan(problem, device);
+  if (a.json)
+    std::cout << plan_json(r).dump(2) << "\n";
+  else
+    std::cout << cake::format_plan(r, problem, device);
+  return r.ok() ? kOk : kFailure;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, Globals& g, int& exit_code) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* c = app.add_subcommand("plan", "Show the route the planner picks for a problem, and why");
+  c->add_option("--op", a->op, "op, e.g. elementwise.cast")->required();
+  c->add_option("--arch", a->arch, "device arch, e.g. sm_90a")->required();
+  c->add_option("--sms", a->sms, "device SM count, e.g. 132")->required();
+  c->add_option("--dim", a->dims, "problem dim NAME=VALUE (repeat)")->type_name("NAME=VALUE");
+  c->add_option("--dtype", a->dtypes, "argument dtype ARG=DTYPE (repeat)")->type_name("ARG=DTYPE");
+  c->add_option("--align", a->aligns, "pointer alignment ARG=BYTES (default 256)")->type_name("ARG=BYTES");
+  c->add_flag("--accumulate", a->accumulate, "the call accumulates into out (out += ...)");
+  c->add_flag("--nondeterministic", a->nondeterministic, "allow non-deterministic candidates");
+  c->add_flag("--json", a->json, "machine-readable output");
+  c->callback([&g, &exit_code, a] { exit_code = run_plan(g, *a); });
+}
+
+}  // namespace cakec
