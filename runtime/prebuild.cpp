@@ -62,7 +62,7 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
     if (opt.progress) *opt.progress << "warning: " << e.what() << "; rebuilding everything\n";
     manifest = AotManifest(opt.out);
   }
-  AvailabilityRule rule(registry, nullptr, nvrtc.info(), true);
+  AvailabilityRule rule(registry, nullptr, nvrtc.info(), opt.jit_enabled);
 
   std::vector<const Build*> todo;
   for (const auto& b : registry.builds()) {

@@ -22,6 +22,7 @@ struct PrebuildOptions {
   int jobs = 0;                     // 0: one per core
   std::optional<std::regex> filter;  // program names to build
   bool force = false;               // rebuild even when current
+  bool jit_enabled = true;          // false (CAKE_JIT=0): compile nothing, skip with a reason
   std::ostream* progress = nullptr;
 };
 

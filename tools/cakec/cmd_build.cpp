@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cli_common.hpp"
+#include "env.hpp"
 #include "error.hpp"
 #include "nvrtc.hpp"
 #include "prebuild.hpp"
@@ -63,6 +64,7 @@ int run_build(const Globals& g, const BuildArgs& a) {
   opt.out = a.out;
   opt.jobs = a.jobs > 0 ? a.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
   opt.force = a.force;
+  opt.jit_enabled = cake::env::jit_enabled();
   opt.progress = &std::cout;
   const auto& nvrtc = cake::Nvrtc::instance();
   std::string archs;

@@ -1,0 +1,184 @@
+// cakec as a user runs it: output and exit codes (0 ok, 1 failure, 2 usage).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+
+namespace cake {
+namespace {
+
+using test::run;
+const std::string kCakec = CAKEC_PATH;
+
+TEST(Cli, HelpOnEveryCommand) {
+  for (std::string cmd : {"", "list-routes", "list-programs", "plan", "render", "build", "doctor"}) {
+    auto r = run(kCakec + " " + cmd + " --help");
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd << "\n" << r.out;
+  }
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run(kCakec).code, 2);
+  EXPECT_EQ(run(kCakec + " frobnicate").code, 2);
+  EXPECT_EQ(run(kCakec + " plan --op elementwise.add").code, 2);  // --arch, --sms missing
+  auto r = run(kCakec + " plan --op elementwise.add --arch sm90 --sms 132");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--arch: 'sm90' is not an arch"), std::string::npos) << r.out;
+  r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--dim: expected NAME=VALUE, got 'n'"), std::string::npos) << r.out;
+  r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=-4");
+  EXPECT_EQ(r.code, 2);
+  r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dtype a=f8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("'f8' is not a dtype"), std::string::npos) << r.out;
+  r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --align a=3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(run(kCakec + " build --filter '('").code, 2);
+}
+
+TEST(Cli, ListRoutesTableAndFilters) {
+  auto r = run(kCakec + " list-routes");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("OP"), std::string::npos);
+  EXPECT_NE(r.out.find("cast_acc_bf16_to_f32_composed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ew_cast_f32_bf16_v1 -> ew_add_f32_v1"), std::string::npos) << r.out;
+  r = run(kCakec + " list-routes --op elementwise.add");
+  EXPECT_EQ(r.out.find("elementwise.cast"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 candidates in 1 routes"), std::string::npos) << r.out;
+  r = run(kCakec + " list-routes --family nothing");
+  EXPECT_NE(r.out.find("0 candidates in 0 routes"), std::string::npos) << r.out;
+  r = run(kCakec + " list-routes --arch sm_90a");
+  EXPECT_NE(r.out.find("SERVED(sm_90a)"), std::string::npos) << r.out;
+  r = run(kCakec + " list-routes --arch sm_75");  // no window admits it
+  EXPECT_NE(r.out.find("0 candidates"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ListRoutesJsonParses) {
+  auto r = run(kCakec + " list-routes --json --op elementwise.cast");
+  ASSERT_EQ(r.code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["op"], "elementwise.cast");
+  EXPECT_EQ(j[0]["candidates"][6]["accumulate"], "composed");
+  EXPECT_EQ(j[0]["candidates"][6]["scratch"]["dtype_of"], "out");
+}
+
+TEST(Cli, ListPrograms) {
+  auto r = run(kCakec + " list-programs --arch sm_90a");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ew_add_f32_v4"), std::string::npos);
+  EXPECT_EQ(r.out.find("sm_80 "), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(run(kCakec + " list-programs --json").out);
+  EXPECT_EQ(j.size(), 20u);
+  EXPECT_EQ(j[0]["source_hash"].get<std::string>().size(), 64u);
+}
+
+TEST(Cli, PlanExplainsTheChoice) {
+  auto r = run(kCakec + " plan --op elementwise.cast --arch sm_90a --sms 132 --dim n=1001"
+                        " --dtype out=f32 --dtype in=bf16 --accumulate");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("passed over cast_bf16_to_f32: accumulate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("passed over cast_acc_bf16_to_f32_fused_vec8: divisible - n=1001 is not a multiple of 8"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chosen:  cast_acc_bf16_to_f32_fused  (accumulate fused"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PlanComposesWhereNoFusedCandidateServes) {
+  auto r = run(kCakec + " plan --op elementwise.cast --arch sm_90a --sms 132 --dim n=64"
+                        " --dtype out=bf16 --dtype in=f32 --accumulate");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("passed over cast_acc_bf16_to_f32_fused_vec8: dtype - in is f32, needs bf16"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chosen:  cast_acc_f32_to_bf16_composed  (accumulate composed, deterministic, scratch 128 bytes)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("composed because the fused candidates were passed over"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PlanPassesOverAnUnservableUserCandidate) {
+  // A user registry puts on top a fused program built for CUDA 99.0: the plan says why it
+  // was passed over and takes the next candidate.
+  test::TempDir dir;
+  nlohmann::json prog = {{"name", "future_fused"}, {"template", "smxx_elementwise.cuh"},
+                         {"kernels", {"cake::ew::cast_accumulate<float, cake::bf16, 1>"}},
+                         {"archs", {"sm_90a"}}};
+  nlohmann::json user = {
+      {"programs", {prog}},
+      {"builds", {{{"program", "future_fused"}, {"arch", "sm_90a"}, {"min_cuda", "99.0"},
+                   {"options", {"--gpu-architecture=sm_90a"}}, {"source_hash", std::string(64, 'c')}}}},
+      {"routes", {{{"op", "elementwise.cast"},
+                   {"candidates", {{{"name", "future_fused_acc"}, {"accumulate", "fused"},
+                                    {"stages", {{{"program", "future_fused"}}}},
+                                    {"window", {{"dtypes", {{"out", "f32"}, {"in", "bf16"}}}}}}}}}}}};
+  auto path = dir.write("user.json", user.dump());
+  auto r = run(kCakec + " --registry " + path.string() +
+               " plan --op elementwise.cast --arch sm_90a --sms 132 --dim n=64 --dtype out=f32"
+               " --dtype in=bf16 --accumulate");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("passed over future_fused_acc: unavailable:min_cuda"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chosen:  cast_acc_bf16_to_f32_fused_vec8"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PlanNoRouteExitsOne) {
+  auto r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=8 --dtype out=f64");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("no route"), std::string::npos) << r.out;
+  r = run(kCakec + " plan --op nothing.here --arch sm_90a --sms 132");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("unknown op 'nothing.here'"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PlanJson) {
+  auto r = run(kCakec + " plan --json --op elementwise.add --arch sm_90a --sms 132 --dim n=4096"
+                        " --dtype out=bf16 --dtype a=bf16 --dtype b=bf16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["route"], "add_bf16_vec8");
+  EXPECT_EQ(j["stages"][0]["program"], "ew_add_bf16_v8");
+}
+
+TEST(Cli, BrokenUserRegistryFailsWithFileAndPath) {
+  test::TempDir dir;
+  auto path = dir.write("bad.json", R"({"routes": [{"op": "x", "candidates": [{"name": "c", "stages": [{"program": "nope"}]}]}]})");
+  auto r = run(kCakec + " --registry " + path.string() + " list-routes");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find(path.string() + ": /routes/0/candidates/0/stages/0/program: unknown program 'nope'"),
+            std::string::npos) << r.out;
+  r = run("CAKE_REGISTRY=" + path.string() + " " + kCakec + " list-routes");
+  EXPECT_EQ(r.code, 1);
+}
+
+TEST(Cli, RenderCheckDetectsDrift) {
+  test::TempDir dir;
+  EXPECT_EQ(run(kCakec + " render --root " + dir.path().string()).code, 0);
+  auto r = run(kCakec + " render --check --root " + dir.path().string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  dir.write("registry/elementwise.json", "{}\n");
+  r = run(kCakec + " render --check --root " + dir.path().string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("+++ registry/elementwise.json (cakec render)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-{}"), std::string::npos) << r.out;
+}
+
+TEST(Cli, DoctorReports) {
+  auto r = run(kCakec + " doctor");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* k : {"libcuda", "libnvrtc", "cache", "registry", "aot"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+  r = run("CAKE_NVRTC_PATH=/nonexistent/libnvrtc.so LD_LIBRARY_PATH=/nonexistent " + kCakec + " doctor");
+  EXPECT_EQ(r.code, 0);
+}
+
+TEST(Cli, BuildWithoutNvrtcSkipsWithReason) {
+  // A fake NVRTC path that fails, and no system one found: every build is skipped, not failed.
+  test::TempDir dir;
+  auto r = run("CAKE_JIT=0 " + kCakec + " build --arch sm_90a --out " + (dir.path() / "aot").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("skipped  ew_add_f32_v4@sm_90a: jit_disabled"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 built"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cake

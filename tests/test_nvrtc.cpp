@@ -1,0 +1,111 @@
+// Label nvrtc: real NVRTC compiles, no GPU needed.
+#include <gtest/gtest.h>
+
+#include "aot_manifest.hpp"
+#include "error.hpp"
+#include "file_util.hpp"
+#include "nvrtc.hpp"
+#include "prebuild.hpp"
+#include "registry.hpp"
+#include "renderer.hpp"
+#include "sha256.hpp"
+#include "test_util.hpp"
+
+namespace cake {
+namespace {
+
+const Nvrtc& nvrtc_or_skip() {
+  const Nvrtc& n = Nvrtc::instance();
+  if (!n.info().present) ADD_FAILURE() << "NVRTC is required for this label: " << n.info().missing_reason;
+  return n;
+}
+
+bool is_elf(const std::string& bin) { return bin.size() > 4 && bin.compare(0, 4, "\x7f" "ELF") == 0; }
+
+TEST(Nvrtc, EveryBuildCompiles) {
+  const Nvrtc& n = nvrtc_or_skip();
+  auto reg = Registry::load_default();
+  int compiled = 0;
+  for (const auto& b : reg->builds()) {
+    if (n.info().version < b.min_cuda) continue;
+    RenderedProgram r = render(*reg->program(b.program));
+    ASSERT_EQ(r.source_hash, b.source_hash) << b.key();
+    CompiledBinary bin = n.compile(r, b.arch, b.options);
+    EXPECT_TRUE(is_elf(bin.cubin)) << b.key();
+    ASSERT_EQ(bin.lowered_names.size(), r.name_expressions.size());
+    for (const auto& l : bin.lowered_names) EXPECT_EQ(l.rfind("_Z", 0), 0u) << l;
+    ++compiled;
+  }
+  EXPECT_GT(compiled, 0);
+}
+
+TEST(Nvrtc, CompileErrorCarriesLogOptionsAndHash) {
+  const Nvrtc& n = nvrtc_or_skip();
+  RenderedProgram r;
+  r.name = "broken";
+  r.source = "__global__ void k() { this_is_not_declared = 1; }\n";
+  r.name_expressions = {"k"};
+  r.source_hash = sha256_hex(r.source);
+  std::vector<std::string> opts = {"--gpu-architecture=sm_90a"};
+  try {
+    n.compile(r, *Arch::parse("sm_90a"), opts);
+    FAIL() << "compiled a broken program";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("this_is_not_declared"), std::string::npos) << e.log();
+    EXPECT_EQ(e.options(), opts);
+    EXPECT_EQ(e.source_hash(), r.source_hash);
+    EXPECT_EQ(e.program(), "broken");
+    EXPECT_NE(std::string(e.what()).find("[program broken, sm_90a, source"), std::string::npos);
+  }
+}
+
+TEST(Prebuild, IncrementalAndSelfHealing) {
+  const Nvrtc& n = nvrtc_or_skip();
+  auto reg = Registry::load_default();
+  test::TempDir dir;
+  PrebuildOptions opt;
+  opt.archs = {*Arch::parse("sm_90a")};
+  opt.out = dir.path() / "aot";
+  opt.jobs = 2;
+  opt.filter = std::regex("^ew_add_");
+  auto first = prebuild(*reg, n, opt);
+  EXPECT_EQ(first.built, 4);
+  EXPECT_EQ(first.failed, 0);
+  auto second = prebuild(*reg, n, opt);
+  EXPECT_EQ(second.built, 0);
+  EXPECT_EQ(second.up_to_date, 4);
+  // A damaged cubin is noticed (sha256) and rebuilt.
+  auto cubin = opt.out / "sm_90a/ew_add_f32_v4.cubin";
+  auto data = *read_file(cubin);
+  data[data.size() / 2] ^= 0x5a;
+  write_file_atomic(cubin, data);
+  auto third = prebuild(*reg, n, opt);
+  EXPECT_EQ(third.built, 1);
+  EXPECT_EQ(third.up_to_date, 3);
+  auto m = AotManifest::read(opt.out);
+  EXPECT_EQ(m.entries().size(), 4u);
+  const AotEntry* e = m.find("ew_add_f32_v4", *Arch::parse("sm_90a"));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(sha256_hex(*read_file(opt.out / e->file)), e->sha256);
+  // A corrupt manifest costs a rebuild, not a failure.
+  write_file_atomic(opt.out / "manifest.json", "{not json");
+  auto fourth = prebuild(*reg, n, opt);
+  EXPECT_EQ(fourth.built, 4);
+}
+
+TEST(Prebuild, CakecBuildCli) {
+  test::TempDir dir;
+  auto out = (dir.path() / "aot").string();
+  auto r = test::run(std::string(CAKEC_PATH) + " build --arch sm_90a -j 2 --filter cast --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("summary: 6 built, 0 up to date, 0 skipped, 0 failed"), std::string::npos) << r.out;
+  r = test::run(std::string(CAKEC_PATH) + " build --arch sm_90a --filter cast --out " + out);
+  EXPECT_NE(r.out.find("summary: 0 built, 6 up to date"), std::string::npos) << r.out;
+  // The planner now sees those builds as served from aot/.
+  r = test::run(std::string(CAKEC_PATH) + " --aot " + out + " list-programs --arch sm_90a");
+  EXPECT_NE(r.out.find("ew_cast_acc_f32_bf16_v8"), std::string::npos);
+  EXPECT_NE(r.out.find("aot"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cake

@@ -1,0 +1,246 @@
+// Registry loading and validation: each malformed case is rejected with its own message,
+// naming the file and the JSON path.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "error.hpp"
+#include "fixtures.hpp"
+#include "registry.hpp"
+#include "test_util.hpp"
+
+namespace cake {
+namespace {
+using nlohmann::json;
+using test::fixture_registry;
+
+std::shared_ptr<const Registry> load(const json& doc) {
+  return Registry::from_sources({{"fx.json", doc.dump()}});
+}
+
+// Loading must fail with a message that contains both `where` and `what`.
+void expect_rejected(const json& doc, const std::string& where, const std::string& what) {
+  try {
+    load(doc);
+    ADD_FAILURE() << "accepted a bad registry; expected: " << what;
+  } catch (const RegistryError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(where), std::string::npos) << msg;
+    EXPECT_NE(msg.find(what), std::string::npos) << msg;
+  }
+}
+
+TEST(Registry, FixtureLoads) {
+  auto r = load(fixture_registry());
+  ASSERT_NE(r->program("p1"), nullptr);
+  EXPECT_EQ(r->programs().size(), 2u);
+  ASSERT_NE(r->route("fx.op"), nullptr);
+  EXPECT_EQ(r->route("fx.op")->candidates.size(), 2u);
+  EXPECT_NE(r->build("p2", *Arch::parse("sm_80")), nullptr);
+  EXPECT_EQ(r->build("p1", *Arch::parse("sm_80")), nullptr);
+}
+
+TEST(Registry, EmbeddedDefaultLoads) {
+  auto r = Registry::load_default();
+  EXPECT_NE(r->route("elementwise.add"), nullptr);
+  EXPECT_NE(r->route("elementwise.cast"), nullptr);
+  EXPECT_GE(r->programs().size(), 10u);
+  EXPECT_EQ(r->builds().size(), 2 * r->programs().size());
+}
+
+TEST(Registry, NotJson) {
+  try {
+    Registry::from_sources({{"broken.json", "{\"programs\": ["}});
+    ADD_FAILURE();
+  } catch (const RegistryError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Registry, UnknownProgramInStage) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][1]["stages"][0]["program"] = "nope";
+  expect_rejected(d, "fx.json: /routes/0/candidates/1/stages/0/program", "unknown program 'nope'");
+}
+
+TEST(Registry, MissingBuild) {
+  auto d = fixture_registry();
+  d["builds"].erase(2);
+  expect_rejected(d, "fx.json: /programs/1", "missing build for program 'p2' on sm_90a");
+}
+
+TEST(Registry, BuildForUnknownProgram) {
+  auto d = fixture_registry();
+  d["builds"][0]["program"] = "ghost";
+  expect_rejected(d, "/builds/0/program", "build for unknown program 'ghost'");
+}
+
+TEST(Registry, BuildForArchTheProgramLacks) {
+  auto d = fixture_registry();
+  d["builds"][0]["arch"] = "sm_80";
+  expect_rejected(d, "/builds/0/arch", "does not list arch sm_80");
+}
+
+TEST(Registry, DuplicateBuild) {
+  auto d = fixture_registry();
+  d["builds"].push_back(d["builds"][0]);
+  expect_rejected(d, "/builds/3", "duplicate build p1@sm_90a");
+}
+
+TEST(Registry, BadRange) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["window"]["dims"] = {{"n", {5, 3}}};
+  expect_rejected(d, "/routes/0/candidates/0/window/dims/n", "empty range: lo 5 > hi 3");
+}
+
+TEST(Registry, NegativeRange) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["window"]["sm_count"] = {-1, 10};
+  expect_rejected(d, "/window/sm_count", "is negative");
+}
+
+TEST(Registry, RangeShape) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["window"]["dims"] = {{"n", {1, 2, 3}}};
+  expect_rejected(d, "/window/dims/n", "a range is [lo, hi]");
+}
+
+TEST(Registry, DuplicateProgram) {
+  auto d = fixture_registry();
+  d["programs"][1]["name"] = "p1";
+  expect_rejected(d, "fx.json: /programs/1", "duplicate program name 'p1'");
+}
+
+TEST(Registry, DuplicateProgramAcrossFiles) {
+  auto d = fixture_registry();
+  json user = {{"programs", {d["programs"][0]}}};
+  try {
+    Registry::from_sources({{"fx.json", d.dump()}, {"user.json", user.dump()}});
+    ADD_FAILURE();
+  } catch (const RegistryError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("user.json: /programs/0"), std::string::npos) << m;
+    EXPECT_NE(m.find("first defined at fx.json: /programs/0"), std::string::npos) << m;
+  }
+}
+
+TEST(Registry, DuplicateCandidate) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][1]["name"] = "c1";
+  expect_rejected(d, "/routes/0/candidates/1/name", "duplicate candidate name 'c1' in route fx.op");
+}
+
+TEST(Registry, UnknownMember) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["windw"] = json::object();
+  expect_rejected(d, "/routes/0/candidates/0", "unknown member 'windw'");
+}
+
+TEST(Registry, BadArch) {
+  auto d = fixture_registry();
+  d["programs"][0]["archs"][0] = "sm90";
+  expect_rejected(d, "/programs/0/archs/0", "'sm90' is not an arch");
+}
+
+TEST(Registry, BadArchPattern) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["window"]["archs"] = {"hopper"};
+  expect_rejected(d, "/window/archs/0", "is not an arch pattern");
+}
+
+TEST(Registry, BadMinCuda) {
+  auto d = fixture_registry();
+  d["builds"][1]["min_cuda"] = "twelve";
+  expect_rejected(d, "/builds/1/min_cuda", "'twelve' is not a version");
+}
+
+TEST(Registry, BadSourceHash) {
+  auto d = fixture_registry();
+  d["builds"][1]["source_hash"] = "abc";
+  expect_rejected(d, "/builds/1/source_hash", "64 lowercase hex digits");
+}
+
+TEST(Registry, UnknownTemplate) {
+  auto d = fixture_registry();
+  d["programs"][0]["template"] = "sm90_nothing.cuh";
+  expect_rejected(d, "/programs/0/template", "unknown template 'sm90_nothing.cuh'");
+}
+
+TEST(Registry, KernelIndexOutOfRange) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["stages"][0]["kernel"] = 3;
+  expect_rejected(d, "/stages/0/kernel", "kernel index 3 out of range");
+}
+
+TEST(Registry, ComposedNeedsScratch) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["accumulate"] = "composed";
+  expect_rejected(d, "/routes/0/candidates/0", "composed candidate needs a scratch");
+}
+
+TEST(Registry, ScratchBindWithoutScratch) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["stages"][0]["bind"] = {{"out", "scratch"}};
+  expect_rejected(d, "/routes/0/candidates/0", "binds 'scratch' but the candidate has no scratch");
+}
+
+TEST(Registry, BadAccumulateMode) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["accumulate"] = "sometimes";
+  expect_rejected(d, "/candidates/0/accumulate", "'off', 'fused' or 'composed'");
+}
+
+TEST(Registry, WrongType) {
+  auto d = fixture_registry();
+  d["programs"][0]["kernels"] = "cake::ew::add";
+  expect_rejected(d, "/programs/0/kernels", "expected an array, got string");
+}
+
+TEST(Registry, MissingMember) {
+  auto d = fixture_registry();
+  d["programs"][0].erase("template");
+  expect_rejected(d, "/programs/0", "missing required member 'template'");
+}
+
+TEST(Registry, UnsafeName) {
+  auto d = fixture_registry();
+  d["programs"][0]["name"] = "../../etc/passwd";
+  expect_rejected(d, "/programs/0/name", "is not a valid name");
+}
+
+TEST(Registry, BadAlignment) {
+  auto d = fixture_registry();
+  d["routes"][0]["candidates"][0]["window"]["align"] = {{"out", 12}};
+  expect_rejected(d, "/window/align/out", "power of two");
+}
+
+TEST(Registry, UserRegistryGoesOnTop) {
+  auto d = fixture_registry();
+  json user = {{"routes", {{{"op", "fx.op"}, {"candidates", {{{"name", "mine"}, {"stages", {{{"program", "p2"}}}}}}}}}}};
+  auto r = Registry::from_sources({{"fx.json", d.dump()}, {"user.json", user.dump()}});
+  const auto& c = r->route("fx.op")->candidates;
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].name, "mine");
+  EXPECT_EQ(c[0].origin.file, "user.json");
+  EXPECT_EQ(c[1].name, "c1");
+}
+
+TEST(Registry, EnvironmentAddsUserRegistry) {
+  test::TempDir dir;
+  json user = {{"routes",
+                {{{"op", "elementwise.add"},
+                  {"candidates", {{{"name", "user_first"}, {"stages", {{{"program", "ew_add_f32_v1"}}}}}}}}}}};
+  auto path = dir.write("user.json", user.dump());
+  ::setenv("CAKE_REGISTRY", path.c_str(), 1);
+  auto r = Registry::load_default();
+  ::unsetenv("CAKE_REGISTRY");
+  EXPECT_EQ(r->route("elementwise.add")->candidates.front().name, "user_first");
+  EXPECT_EQ(r->files().back(), path.string());
+}
+
+TEST(Registry, MissingUserFileIsAnError) {
+  EXPECT_THROW(Registry::load_default({"/nonexistent/cake.json"}), RegistryError);
+}
+
+}  // namespace
+}  // namespace cake
