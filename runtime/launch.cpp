@@ -1,0 +1,66 @@
+#include "launch.hpp"
+
+#include <sstream>
+
+#include "driver.hpp"
+
+namespace cake {
+
+std::vector<void*> ArgPack::pointers() {
+  std::vector<void*> out;
+  out.reserve(offsets_.size());
+  for (size_t off : offsets_) out.push_back(bytes_.data() + off);
+  return out;
+}
+
+Launch::Launch(CUcontext ctx, std::shared_ptr<const PlanResult> plan, std::vector<LaunchStage> stages,
+               DeviceBuffer scratch)
+    : ctx_(ctx), plan_(std::move(plan)), stages_(std::move(stages)), scratch_(std::move(scratch)) {
+  for (auto& s : stages_) s.arg_pointers = s.args.pointers();
+}
+
+void Launch::launch(CUstream stream) const {
+  if (stages_.empty()) return;
+  const DriverApi& api = Driver::instance().api();
+  // The kernels belong to the context they were prepared in. Frameworks keep that context
+  // current; make it so for the call only when it is not (one cheap query otherwise).
+  CUcontext cur = nullptr;
+  api.cuCtxGetCurrent(&cur);
+  bool pushed = false;
+  if (cur != ctx_) {
+    CAKE_CU(cuCtxPushCurrent(ctx_));
+    pushed = true;
+  }
+  CUresult r = CUDA_SUCCESS;
+  const char* failed = nullptr;
+  for (const auto& s : stages_) {
+    r = api.cuLaunchKernel(s.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
+                           s.block[2], s.smem, stream, const_cast<void**>(s.arg_pointers.data()),
+                           nullptr);
+    if (r != CUDA_SUCCESS) {
+      failed = "cuLaunchKernel";
+      break;
+    }
+  }
+  if (pushed) {
+    CUcontext popped;
+    api.cuCtxPopCurrent(&popped);
+  }
+  if (failed) throw_driver_error(failed, r);
+}
+
+std::string Launch::describe() const {
+  if (!plan()) return "empty problem: nothing to launch\n";
+  const Plan& p = *plan();
+  std::ostringstream o;
+  o << "route " << p.route << " (accumulate " << accumulate_name(p.accumulate) << ", "
+    << (p.deterministic ? "deterministic" : "non-deterministic") << ", scratch " << scratch_.bytes()
+    << " bytes): " << p.why << "\n";
+  for (const auto& r : p.passed_over) o << "  passed over " << r.candidate << ": " << r.reason << " - " << r.detail << "\n";
+  for (size_t i = 0; i < p.stages.size(); ++i)
+    o << "  stage " << i + 1 << ": " << p.stages[i].program->name << " [" << p.stages[i].build->arch.str()
+      << "] grid " << stages_[i].grid[0] << " x block " << stages_[i].block[0] << "\n";
+  return o.str();
+}
+
+}  // namespace cake

@@ -1,0 +1,83 @@
+// The loader: a build's cubin from, in order, memory -> aot/ (hash and checksum checked)
+// -> the disk cache -> NVRTC (then written to the disk cache); and its kernels as CUfunctions,
+// one module per CUDA context. Single flight: however many threads ask for one build at
+// once, it is loaded or compiled once and they all get it.
+#pragma once
+#include <cuda.h>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aot_manifest.hpp"
+#include "disk_cache.hpp"
+#include "driver_types.hpp"
+#include "nvrtc.hpp"
+#include "registry.hpp"
+
+namespace cake {
+
+enum class ServedFrom : uint8_t { aot, disk, jit };
+const char* served_from_name(ServedFrom s);
+
+struct LoadedBinary {
+  std::string cubin;
+  std::vector<std::string> lowered_names;
+  ServedFrom from = ServedFrom::jit;
+};
+
+using CompileFn = std::function<CompiledBinary(const RenderedProgram&, const Arch&,
+                                               const std::vector<std::string>&)>;
+
+struct LoaderOptions {
+  const AotManifest* aot = nullptr;
+  std::optional<std::filesystem::path> cache_dir;  // absent: no disk cache
+  bool jit_enabled = true;
+  std::string nvrtc_version;  // part of every cache key
+  CompileFn compile;          // default: the process's NVRTC
+  std::optional<std::filesystem::path> dump_dir;  // rendered source of failing compiles
+};
+
+struct LoaderStats {
+  std::atomic<int> memory_hits{0}, aot_loads{0}, disk_hits{0}, compiles{0}, failures{0},
+      module_loads{0};
+};
+
+class Loader {
+ public:
+  explicit Loader(LoaderOptions opt);
+
+  // Throws CompileError, cake::Error (JIT disabled, unreadable), never returns null.
+  std::shared_ptr<const LoadedBinary> binary(const Program& program, const Build& build);
+  // The kernel in context `ctx`, which must be current. Loads the module on first use.
+  CUfunction function(const Program& program, const Build& build, int kernel, CUcontext ctx);
+
+  const LoaderStats& stats() const { return stats_; }
+  const DiskCache* disk_cache() const { return disk_ ? &*disk_ : nullptr; }
+
+ private:
+  std::shared_ptr<const LoadedBinary> load(const Program& program, const Build& build);
+  std::optional<LoadedBinary> from_aot(const Build& build);
+  LoadedBinary from_disk_or_jit(const Program& program, const Build& build);
+
+  LoaderOptions opt_;
+  std::optional<DiskCache> disk_;
+  LoaderStats stats_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_future<std::shared_ptr<const LoadedBinary>>> binaries_;
+  struct LoadedModule {
+    Module module;
+    std::vector<CUfunction> functions;
+  };
+  std::mutex module_mu_;
+  std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedModule>> modules_;
+};
+
+}  // namespace cake

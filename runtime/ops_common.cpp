@@ -1,0 +1,35 @@
+#include "ops_common.hpp"
+
+#include "driver.hpp"
+#include "error.hpp"
+
+namespace cake::ops {
+
+std::shared_ptr<const PlanResult> plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc) {
+  auto plan = rt.plan(problem, dc.device());
+  if (!plan->ok()) {
+    std::string reasons;
+    for (const auto& r : plan->rejections) reasons += "\n  " + r.candidate + ": " + r.reason + " - " + r.detail;
+    throw Error(plan->error + reasons);
+  }
+  return plan;
+}
+
+Launch build_launch(Runtime& rt, const DeviceContext& dc, std::shared_ptr<const PlanResult> plan,
+                    ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream) {
+  ContextGuard guard(dc.ctx);
+  const Plan& p = *plan->plan;
+  DeviceBuffer scratch = one_call_stream ? DeviceBuffer(size_t(p.scratch_bytes), *one_call_stream)
+                                         : DeviceBuffer(size_t(p.scratch_bytes));
+  if (p.scratch_bytes > 0) args["scratch"] = scratch.get();
+  std::vector<LaunchStage> stages;
+  for (const auto& s : p.stages) {
+    LaunchStage ls;
+    ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx);
+    bind(s, args, ls);
+    stages.push_back(std::move(ls));
+  }
+  return Launch(dc.ctx, std::move(plan), std::move(stages), std::move(scratch));
+}
+
+}  // namespace cake::ops

@@ -1,0 +1,29 @@
+// What every op's prepare shares: turning a plan into a Launch. The op supplies, per stage,
+// how to pack the kernel's arguments and its geometry (a Binder); scratch is allocated here.
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "launch.hpp"
+#include "runtime.hpp"
+#include "tensor.hpp"
+
+namespace cake::ops {
+
+// Call arguments by name ("out", "a", ...), plus "scratch" once it is allocated.
+using ArgMap = std::map<std::string, uintptr_t>;
+
+using Binder = std::function<void(const PlannedStage& stage, const ArgMap& args, LaunchStage& out)>;
+
+// Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
+// cake::Error listing every candidate's reason when there is no route.
+std::shared_ptr<const PlanResult> plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);
+
+// `one_call_stream`: set by the one-call forms, whose scratch is allocated and freed in
+// stream order on that stream; prepared launches own a plain allocation instead.
+Launch build_launch(Runtime& rt, const DeviceContext& dc, std::shared_ptr<const PlanResult> plan,
+                    ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream = {});
+
+}  // namespace cake::ops

@@ -1,0 +1,74 @@
+#include "runtime.hpp"
+
+#include "env.hpp"
+#include "error.hpp"
+#include "log.hpp"
+
+namespace cake {
+
+Runtime::Runtime(RuntimeOptions opt) {
+  registry_ = Registry::load_default(opt.registry_files);
+  std::string aot_dir = opt.aot_dir.value_or(env::aot_dir().value_or(""));
+  if (!aot_dir.empty()) {
+    try {
+      aot_ = AotManifest::read(aot_dir);
+    } catch (const Error& e) {
+      warn_once("aot-manifest:" + aot_dir, std::string("cake: ignoring aot folder: ") + e.what());
+    }
+  }
+  bool jit = opt.jit.value_or(env::jit_enabled());
+  NvrtcInfo nvrtc = opt.nvrtc ? *opt.nvrtc : Nvrtc::instance().info();
+  rule_ = std::make_unique<AvailabilityRule>(*registry_, aot_ ? &*aot_ : nullptr, nvrtc, jit);
+  planner_ = std::make_unique<Planner>(registry_, [this](const Program& p, const Arch& a) {
+    Availability av = rule_->check(p, a);
+    if (!av.available())
+      warn_once("unavailable:" + av.reason, "cake: some builds are unavailable (" + av.reason +
+                                                "): " + av.detail + "; routes fall back where they can");
+    return av;
+  });
+  LoaderOptions lo;
+  lo.aot = aot_ ? &*aot_ : nullptr;
+  std::string cache = opt.cache_dir.value_or(env::cache_dir());
+  if (!cache.empty()) lo.cache_dir = cache;
+  lo.jit_enabled = jit;
+  lo.nvrtc_version = nvrtc.present ? nvrtc.version.str() : "none";
+  lo.compile = opt.compile;
+  if (auto d = opt.dump_dir ? opt.dump_dir : env::dump_dir()) lo.dump_dir = *d;
+  loader_ = std::make_unique<Loader>(std::move(lo));
+}
+
+Runtime::~Runtime() {
+  auto& drv = Driver::instance();
+  if (!drv.available()) return;
+  for (const auto& [ordinal, ctx] : primary_) {
+    CUdevice dev;
+    if (drv.api().cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS) drv.api().cuDevicePrimaryCtxRelease(dev);
+  }
+}
+
+DeviceContext Runtime::context_for(int ordinal) {
+  auto& drv = Driver::instance();
+  const DeviceInfo& info = drv.device(ordinal);  // throws LibraryMissing / ArgumentError
+  CUcontext cur = nullptr;
+  CAKE_CU(cuCtxGetCurrent(&cur));
+  if (cur != nullptr) {
+    CUdevice dev;
+    if (drv.api().cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+      CUdevice want;
+      CAKE_CU(cuDeviceGet(&want, ordinal));
+      if (dev == want) return {cur, &info};
+    }
+  }
+  std::lock_guard lock(ctx_mu_);
+  auto it = primary_.find(ordinal);
+  if (it == primary_.end()) {
+    CUdevice dev;
+    CAKE_CU(cuDeviceGet(&dev, ordinal));
+    CUcontext ctx = nullptr;
+    CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    it = primary_.emplace(ordinal, ctx).first;
+  }
+  return {it->second, &info};
+}
+
+}  // namespace cake

@@ -1,0 +1,255 @@
+// The loader without a GPU: cache keys, the disk cache (write, read, corrupt, racing
+// processes), single flight against a fake compiler, aot/ checks, error paths.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "error.hpp"
+#include "file_util.hpp"
+#include "loader.hpp"
+#include "registry.hpp"
+#include "renderer.hpp"
+#include "sha256.hpp"
+#include "test_util.hpp"
+
+namespace cake {
+namespace {
+
+const Arch kHopper = *Arch::parse("sm_90a");
+
+struct Fixture {
+  std::shared_ptr<const Registry> reg = Registry::load_default();
+  const Program& program = *reg->program("ew_add_f32_v1");
+  const Build& build = *reg->build("ew_add_f32_v1", kHopper);
+};
+
+CompiledBinary fake_binary(const RenderedProgram& p) {
+  CompiledBinary b;
+  b.cubin = "\x7f" "ELF fake cubin for " + p.name;
+  for (size_t i = 0; i < p.name_expressions.size(); ++i) b.lowered_names.push_back("_Zfake" + std::to_string(i));
+  return b;
+}
+
+TEST(CacheKey, EveryPartOfTheContentChangesTheKey) {
+  Fixture f;
+  RenderedProgram r = render(f.program);
+  std::vector<std::string> opts = {"--gpu-architecture=sm_90a"};
+  std::string base = cache_key(r, "sm_90a", opts, "13.0");
+  EXPECT_EQ(base, cache_key(render(f.program), "sm_90a", opts, "13.0"));  // content only
+  auto changed = r;
+  changed.source += " ";
+  EXPECT_NE(base, cache_key(changed, "sm_90a", opts, "13.0"));
+  changed = r;
+  changed.headers.back().second += "\n";
+  EXPECT_NE(base, cache_key(changed, "sm_90a", opts, "13.0"));
+  changed = r;
+  changed.name_expressions[0] += " ";
+  EXPECT_NE(base, cache_key(changed, "sm_90a", opts, "13.0"));
+  EXPECT_NE(base, cache_key(r, "sm_90a", {"--gpu-architecture=sm_90a", "-G"}, "13.0"));
+  EXPECT_NE(base, cache_key(r, "sm_90a", opts, "13.1"));
+  EXPECT_NE(base, cache_key(r, "sm_80", opts, "13.0"));
+}
+
+TEST(DiskCache, WriteReadAndList) {
+  test::TempDir dir;
+  DiskCache cache(dir.path());
+  std::string key(64, 'd');
+  EXPECT_FALSE(cache.get(key));
+  ASSERT_TRUE(cache.put(key, "prog", {"cubin bytes", {"_Zk"}}));
+  auto hit = cache.get(key);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->cubin, "cubin bytes");
+  EXPECT_EQ(hit->lowered_names, std::vector<std::string>{"_Zk"});
+  auto entries = cache.list();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].program, "prog");
+  EXPECT_EQ(cache.clear(), 1);
+  EXPECT_FALSE(cache.get(key));
+}
+
+TEST(DiskCache, CorruptEntriesAreRemovedAndReportedAbsent) {
+  test::TempDir dir;
+  DiskCache cache(dir.path());
+  std::string key(64, 'e');
+  auto corrupt = [&](auto mutate) {
+    ASSERT_TRUE(cache.put(key, "prog", {std::string(1000, 'x'), {"_Zk"}}));
+    auto text = *read_file(cache.entry_path(key));
+    mutate(text);
+    std::ofstream(cache.entry_path(key), std::ios::binary | std::ios::trunc) << text;
+    EXPECT_FALSE(cache.get(key));
+    EXPECT_FALSE(std::filesystem::exists(cache.entry_path(key)));
+  };
+  corrupt([](std::string& t) { t[t.size() - 10] ^= 1; });         // flipped bit in the cubin
+  corrupt([](std::string& t) { t.resize(t.size() - 100); });      // truncated
+  corrupt([](std::string& t) { t = "garbage"; });                 // not an entry
+  corrupt([](std::string& t) { t.replace(t.find("\"key\":\"") + 7, 1, "f"); });  // another key
+}
+
+TEST(DiskCache, UnwritableFolderDegradesToMemory) {
+  DiskCache cache("/dev/null/cannot-exist");
+  EXPECT_FALSE(cache.put(std::string(64, 'a'), "p", {"x", {}}));
+  EXPECT_FALSE(cache.get(std::string(64, 'a')));
+}
+
+TEST(Loader, SingleFlightManyThreads) {
+  Fixture f;
+  std::atomic<int> compiles{0};
+  LoaderOptions o;
+  o.nvrtc_version = "13.0";
+  o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
+    ++compiles;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return fake_binary(p);
+  };
+  Loader loader(o);
+  std::vector<std::thread> threads;
+  std::vector<const LoadedBinary*> got(32);
+  for (int i = 0; i < 32; ++i)
+    threads.emplace_back([&, i] { got[size_t(i)] = loader.binary(f.program, f.build).get(); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(compiles.load(), 1);
+  for (auto* g : got) EXPECT_EQ(g, got[0]);
+  EXPECT_EQ(loader.stats().compiles.load(), 1);
+  EXPECT_EQ(loader.stats().memory_hits.load(), 31);
+}
+
+TEST(Loader, CompileFailureIsRecordedOnceAndRethrown) {
+  Fixture f;
+  test::TempDir dump;
+  std::atomic<int> calls{0};
+  LoaderOptions o;
+  o.dump_dir = dump.path();
+  o.compile = [&](const RenderedProgram& p, const Arch& a, const std::vector<std::string>& opts) -> CompiledBinary {
+    ++calls;
+    throw CompileError("nvrtcCompileProgram: NVRTC_ERROR_COMPILATION", p.name, a.str(), p.source_hash, opts,
+                       "error: something");
+  };
+  Loader loader(o);
+  for (int i = 0; i < 3; ++i) {
+    try {
+      loader.binary(f.program, f.build);
+      FAIL();
+    } catch (const CompileError& e) {
+      EXPECT_EQ(e.log(), "error: something");
+      EXPECT_EQ(e.program(), "ew_add_f32_v1");
+    }
+  }
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_TRUE(std::filesystem::exists(dump.path() / "ew_add_f32_v1.sm_90a.cu"));
+  EXPECT_TRUE(std::filesystem::exists(dump.path() / "smxx_elementwise.cuh"));
+}
+
+TEST(Loader, DiskCacheServesASecondLoader) {
+  Fixture f;
+  test::TempDir dir;
+  std::atomic<int> compiles{0};
+  LoaderOptions o;
+  o.cache_dir = dir.path();
+  o.nvrtc_version = "13.0";
+  o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
+    ++compiles;
+    return fake_binary(p);
+  };
+  Loader first(o);
+  EXPECT_EQ(first.binary(f.program, f.build)->from, ServedFrom::jit);
+  Loader second(o);  // a new process, as far as memory goes
+  auto b = second.binary(f.program, f.build);
+  EXPECT_EQ(b->from, ServedFrom::disk);
+  EXPECT_EQ(compiles.load(), 1);
+  o.nvrtc_version = "13.1";  // another toolkit: another key
+  Loader third(o);
+  EXPECT_EQ(third.binary(f.program, f.build)->from, ServedFrom::jit);
+}
+
+TEST(Loader, RacingProcessesCompileOnce) {
+  Fixture f;
+  test::TempDir dir;
+  auto counter = dir.path() / "compiles.log";
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      LoaderOptions o;
+      o.cache_dir = dir.path() / "cache";
+      o.nvrtc_version = "13.0";
+      o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
+        std::ofstream(counter, std::ios::app) << ::getpid() << "\n";
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return fake_binary(p);
+      };
+      int rc = 0;
+      try {
+        Loader loader(o);
+        auto b = loader.binary(f.program, f.build);
+        rc = b->cubin.find("fake cubin") == std::string::npos;
+      } catch (...) {
+        rc = 2;
+      }
+      ::_exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = 0;
+    ::waitpid(k, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  auto log = read_file(counter).value_or("");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+TEST(Loader, AotIsUsedAndCheckedBeforeAnythingElse) {
+  Fixture f;
+  test::TempDir dir;
+  std::string cubin = "\x7f" "ELF prebuilt";
+  dir.write("aot/sm_90a/ew_add_f32_v1.cubin", cubin);
+  AotManifest m(dir.path() / "aot");
+  AotEntry e;
+  e.program = "ew_add_f32_v1";
+  e.arch = "sm_90a";
+  e.source_hash = f.build.source_hash;
+  e.toolkit = "13.0";
+  e.file = "sm_90a/ew_add_f32_v1.cubin";
+  e.sha256 = sha256_hex(cubin);
+  e.size = cubin.size();
+  e.lowered_names = {"_Zprebuilt"};
+  m.put(e);
+  std::atomic<int> compiles{0};
+  LoaderOptions o;
+  o.aot = &m;
+  o.jit_enabled = false;
+  o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
+    ++compiles;
+    return fake_binary(p);
+  };
+  {
+    Loader loader(o);
+    auto b = loader.binary(f.program, f.build);
+    EXPECT_EQ(b->from, ServedFrom::aot);
+    EXPECT_EQ(b->lowered_names[0], "_Zprebuilt");
+  }
+  // A damaged prebuilt cubin is not used: with JIT disabled that is an error naming why.
+  dir.write("aot/sm_90a/ew_add_f32_v1.cubin", "\x7f" "ELF prebuilT");
+  {
+    Loader loader(o);
+    try {
+      loader.binary(f.program, f.build);
+      FAIL();
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("JIT is disabled"), std::string::npos) << err.what();
+    }
+  }
+  o.jit_enabled = true;
+  Loader loader(o);
+  EXPECT_EQ(loader.binary(f.program, f.build)->from, ServedFrom::jit);
+  EXPECT_EQ(compiles.load(), 1);
+}
+
+}  // namespace
+}  // namespace cake
