@@ -13,6 +13,12 @@ const char* served_by_name(ServedBy s) {
   return "?";
 }
 
+const NvrtcInfo& AvailabilityRule::nvrtc() const {
+  if (nvrtc_) return *nvrtc_;
+  std::call_once(nvrtc_once_, [this] { nvrtc_lazy_ = nvrtc_source_(); });
+  return nvrtc_lazy_;
+}
+
 Availability AvailabilityRule::check_build(const Build& b) const {
   Availability a;
   a.build = &b;
@@ -29,16 +35,19 @@ Availability AvailabilityRule::check_build(const Build& b) const {
   if (!jit_enabled_) {
     a.reason = stale ? "stale_aot" : "jit_disabled";
     a.detail = "JIT is disabled and aot/ has no cubin for " + b.key() + stale_note;
-  } else if (!nvrtc_.present) {
+    return a;
+  }
+  const NvrtcInfo& n = nvrtc();
+  if (!n.present) {
     a.reason = stale ? "stale_aot" : "no_nvrtc";
-    a.detail = nvrtc_.missing_reason + stale_note;
-  } else if (nvrtc_.version < b.min_cuda) {
+    a.detail = n.missing_reason + stale_note;
+  } else if (n.version < b.min_cuda) {
     a.reason = "min_cuda";
-    a.detail = b.key() + " needs CUDA >= " + b.min_cuda.str() + ", NVRTC is " +
-               nvrtc_.version.str() + stale_note;
-  } else if (!nvrtc_.supports(b.arch)) {
+    a.detail = b.key() + " needs CUDA >= " + b.min_cuda.str() + ", NVRTC is " + n.version.str() +
+               stale_note;
+  } else if (!n.supports(b.arch)) {
     a.reason = "arch";
-    a.detail = "NVRTC " + nvrtc_.version.str() + " cannot compile for " + b.arch.str() + stale_note;
+    a.detail = "NVRTC " + n.version.str() + " cannot compile for " + b.arch.str() + stale_note;
   } else {
     a.by = ServedBy::jit;
   }

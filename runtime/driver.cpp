@@ -28,26 +28,20 @@ Driver::Driver() {
     missing_ = "libcuda not found (tried " + tried + "): no NVIDIA driver on this machine";
     return;
   }
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  auto get_proc = reinterpret_cast<GetProc>(::dlsym(handle, "cuGetProcAddress_v2"));
-  if (!get_proc) {
-    missing_ = path_ + " has no cuGetProcAddress_v2 (driver older than CUDA 12)";
-    return;
-  }
+  // Each entry point by the exact symbol the header's declaration names (cuMemAlloc is
+  // cuMemAlloc_v2, cuCtxSynchronize is the (void) one): cuGetProcAddress with the toolkit's
+  // version can hand back a newer ABI than the declaration we call through.
   auto* api = new DriverApi();
   std::string absent;
-#define CAKE_DRIVER_LOAD(name)                                                          \
-  {                                                                                     \
-    void* fn = nullptr;                                                                 \
-    CUdriverProcAddressQueryResult status{};                                            \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=     \
-            CUDA_SUCCESS ||                                                             \
-        fn == nullptr)                                                                  \
-      absent += std::string(absent.empty() ? "" : ", ") + #name;                        \
-    api->name = reinterpret_cast<decltype(api->name)>(fn);                              \
-  }
+#define CAKE_STR2(x) #x
+#define CAKE_STR(x) CAKE_STR2(x)
+#define CAKE_DRIVER_LOAD(name)                                              \
+  api->name = reinterpret_cast<decltype(api->name)>(::dlsym(handle, CAKE_STR(name))); \
+  if (api->name == nullptr) absent += std::string(absent.empty() ? "" : ", ") + CAKE_STR(name);
   CAKE_DRIVER_FUNCTIONS(CAKE_DRIVER_LOAD)
 #undef CAKE_DRIVER_LOAD
+#undef CAKE_STR
+#undef CAKE_STR2
   if (!absent.empty()) {
     missing_ = path_ + " lacks driver entry points: " + absent;
     delete api;

@@ -1,4 +1,4 @@
-// The CUDA driver API through dlopen(libcuda) + cuGetProcAddress: the binaries link no CUDA
+// The CUDA driver API through dlopen(libcuda) and dlsym: the binaries link no CUDA
 // library, run on machines without a GPU and say what is missing. CAKE_CU checks a call and
 // throws DriverError with the call's text and the CUresult's name.
 #pragma once

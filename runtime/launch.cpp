@@ -13,9 +13,9 @@ std::vector<void*> ArgPack::pointers() {
   return out;
 }
 
-Launch::Launch(CUcontext ctx, std::shared_ptr<const PlanResult> plan, std::vector<LaunchStage> stages,
+Launch::Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages,
                DeviceBuffer scratch)
-    : ctx_(ctx), plan_(std::move(plan)), stages_(std::move(stages)), scratch_(std::move(scratch)) {
+    : ctx_(ctx), plan_(plan), stages_(std::move(stages)), scratch_(std::move(scratch)) {
   for (auto& s : stages_) s.arg_pointers = s.args.pointers();
 }
 

@@ -45,7 +45,9 @@ struct LaunchStage {
 class Launch {
  public:
   Launch() = default;
-  Launch(CUcontext ctx, std::shared_ptr<const PlanResult> plan, std::vector<LaunchStage> stages,
+  // `plan` belongs to the Runtime's plan cache; a Launch must not outlive its Runtime (its
+  // kernels live in the Runtime's modules too).
+  Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages,
          DeviceBuffer scratch);
   Launch(Launch&&) noexcept = default;
   Launch& operator=(Launch&&) noexcept = default;
@@ -64,7 +66,7 @@ class Launch {
 
  private:
   CUcontext ctx_ = nullptr;
-  std::shared_ptr<const PlanResult> plan_;
+  const PlanResult* plan_ = nullptr;
   std::vector<LaunchStage> stages_;
   DeviceBuffer scratch_;
 };

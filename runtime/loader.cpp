@@ -90,7 +90,7 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
     warn_once("hash:" + build.key(), "cake: build " + build.key() +
                                          " records a source hash that differs from the rendered "
                                          "program; compiling what the renderer produces");
-  std::string key = cache_key(r, build.arch.str(), build.options, opt_.nvrtc_version);
+  std::string key = cache_key(r, build.arch.str(), build.options, opt_.nvrtc_version());
   auto take = [&](CachedBinary&& c, ServedFrom from) {
     LoadedBinary b;
     b.cubin = std::move(c.cubin);

@@ -40,7 +40,8 @@ struct LoaderOptions {
   const AotManifest* aot = nullptr;
   std::optional<std::filesystem::path> cache_dir;  // absent: no disk cache
   bool jit_enabled = true;
-  std::string nvrtc_version;  // part of every cache key
+  // The NVRTC version, part of every cache key; asked for only when aot/ does not serve.
+  std::function<std::string()> nvrtc_version = [] { return std::string("none"); };
   CompileFn compile;          // default: the process's NVRTC
   std::optional<std::filesystem::path> dump_dir;  // rendered source of failing compiles
 };

@@ -5,8 +5,8 @@
 
 namespace cake::ops {
 
-std::shared_ptr<const PlanResult> plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc) {
-  auto plan = rt.plan(problem, dc.device());
+const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc) {
+  const PlanResult* plan = &rt.plan(problem, dc.device());
   if (!plan->ok()) {
     std::string reasons;
     for (const auto& r : plan->rejections) reasons += "\n  " + r.candidate + ": " + r.reason + " - " + r.detail;
@@ -15,7 +15,7 @@ std::shared_ptr<const PlanResult> plan_or_throw(Runtime& rt, const Problem& prob
   return plan;
 }
 
-Launch build_launch(Runtime& rt, const DeviceContext& dc, std::shared_ptr<const PlanResult> plan,
+Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,
                     ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream) {
   ContextGuard guard(dc.ctx);
   const Plan& p = *plan->plan;
@@ -29,7 +29,7 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, std::shared_ptr<const 
     bind(s, args, ls);
     stages.push_back(std::move(ls));
   }
-  return Launch(dc.ctx, std::move(plan), std::move(stages), std::move(scratch));
+  return Launch(dc.ctx, plan, std::move(stages), std::move(scratch));
 }
 
 }  // namespace cake::ops

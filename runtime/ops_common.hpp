@@ -19,11 +19,11 @@ using Binder = std::function<void(const PlannedStage& stage, const ArgMap& args,
 
 // Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
 // cake::Error listing every candidate's reason when there is no route.
-std::shared_ptr<const PlanResult> plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);
+const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);
 
 // `one_call_stream`: set by the one-call forms, whose scratch is allocated and freed in
 // stream order on that stream; prepared launches own a plain allocation instead.
-Launch build_launch(Runtime& rt, const DeviceContext& dc, std::shared_ptr<const PlanResult> plan,
+Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,
                     ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream = {});
 
 }  // namespace cake::ops

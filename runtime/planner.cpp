@@ -1,5 +1,6 @@
 #include "planner.hpp"
 
+#include <cstring>
 #include <sstream>
 
 namespace cake {
@@ -189,17 +190,51 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
   return result;
 }
 
-std::shared_ptr<const PlanResult> Planner::plan_cached(const Problem& problem,
-                                                       const Device& device) const {
-  std::string key = problem.key() + "#" + device.arch.str() + "/" + std::to_string(device.sm_count);
+namespace {
+// Word-at-a-time multiplicative mixing: cheap, and a collision only costs a full comparison.
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  template <typename T>
+  void val(const T& v) {
+    static_assert(sizeof(T) <= 8);
+    uint64_t w = 0;
+    std::memcpy(&w, &v, sizeof(T));
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+};
+}  // namespace
+
+uint64_t Problem::hash() const {
+  // The op's name and the values; argument and dim names are left to the full comparison
+  // of a hit (they are the same for every call of an op), which keeps this short.
+  Fnv f;
+  f.val(std::hash<std::string>{}(op));
+  for (const auto& [n, v] : dims) f.val(v);
+  for (const auto& [n, t] : dtypes) f.val(t);
+  for (const auto& [n, a] : align) f.val(a);
+  f.val(uint8_t(accumulate * 2 + deterministic));
+  return f.h;
+}
+
+const PlanResult& Planner::plan_cached(const Problem& problem, const Device& device) const {
+  Fnv f;
+  f.val(problem.hash());
+  f.val(device.arch.major), f.val(device.arch.minor), f.val(device.arch.suffix), f.val(device.sm_count);
   {
     std::shared_lock lock(cache_mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    auto it = cache_.find(f.h);
+    if (it != cache_.end())
+      for (const auto& e : it->second)
+        if (e.device == device && e.problem == problem) return *e.result;
   }
   auto result = std::make_shared<const PlanResult>(plan(problem, device));
   std::unique_lock lock(cache_mu_);
-  return cache_.emplace(key, std::move(result)).first->second;
+  auto& bucket = cache_[f.h];
+  for (const auto& e : bucket)
+    if (e.device == device && e.problem == problem) return *e.result;
+  bucket.push_back({problem, device, result});
+  return *result;
 }
 
 std::string format_plan(const PlanResult& result, const Problem& problem, const Device& device) {

@@ -26,12 +26,15 @@ struct Problem {
   bool deterministic = true;
   std::string key() const;
   std::string describe() const;
+  uint64_t hash() const;
+  bool operator==(const Problem&) const = default;
 };
 
 struct Device {
   Arch arch;
   int sm_count = 0;
   std::string describe() const;
+  bool operator==(const Device&) const = default;
 };
 
 struct PlannedStage {
@@ -76,8 +79,9 @@ class Planner {
       : registry_(std::move(registry)), availability_(std::move(availability)) {}
 
   PlanResult plan(const Problem& problem, const Device& device) const;
-  // Same, memoised by (problem, device). Thread-safe.
-  std::shared_ptr<const PlanResult> plan_cached(const Problem& problem, const Device& device) const;
+  // Same, memoised by (problem, device). Thread-safe. The result lives as long as the
+  // planner: entries are never evicted (a process sees a bounded set of shapes).
+  const PlanResult& plan_cached(const Problem& problem, const Device& device) const;
 
   const Registry& registry() const { return *registry_; }
 
@@ -86,8 +90,15 @@ class Planner {
 
   std::shared_ptr<const Registry> registry_;
   AvailabilityFn availability_;
+  // Keyed by a hash of the problem and device; entries compare in full on a hit. No string
+  // is built on the lookup path (target: <= 0.2 us).
+  struct CacheEntry {
+    Problem problem;
+    Device device;
+    std::shared_ptr<const PlanResult> result;
+  };
   mutable std::shared_mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const PlanResult>> cache_;
+  mutable std::unordered_map<uint64_t, std::vector<CacheEntry>> cache_;
 };
 
 // Human-readable text of a plan, as `cakec plan` prints it.

@@ -17,7 +17,7 @@ Runtime::Runtime(RuntimeOptions opt) {
     }
   }
   bool jit = opt.jit.value_or(env::jit_enabled());
-  NvrtcInfo nvrtc = opt.nvrtc ? *opt.nvrtc : Nvrtc::instance().info();
+  std::function<NvrtcInfo()> nvrtc = [fixed = opt.nvrtc] { return fixed ? *fixed : Nvrtc::instance().info(); };
   rule_ = std::make_unique<AvailabilityRule>(*registry_, aot_ ? &*aot_ : nullptr, nvrtc, jit);
   planner_ = std::make_unique<Planner>(registry_, [this](const Program& p, const Arch& a) {
     Availability av = rule_->check(p, a);
@@ -31,7 +31,10 @@ Runtime::Runtime(RuntimeOptions opt) {
   std::string cache = opt.cache_dir.value_or(env::cache_dir());
   if (!cache.empty()) lo.cache_dir = cache;
   lo.jit_enabled = jit;
-  lo.nvrtc_version = nvrtc.present ? nvrtc.version.str() : "none";
+  lo.nvrtc_version = [rule = rule_.get()] {
+    const NvrtcInfo& n = rule->nvrtc();
+    return n.present ? n.version.str() : std::string("none");
+  };
   lo.compile = opt.compile;
   if (auto d = opt.dump_dir ? opt.dump_dir : env::dump_dir()) lo.dump_dir = *d;
   loader_ = std::make_unique<Loader>(std::move(lo));

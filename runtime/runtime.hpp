@@ -52,7 +52,7 @@ class Runtime {
   // device (a framework's, or one the caller made), else the device's primary context.
   DeviceContext context_for(int ordinal);
 
-  std::shared_ptr<const PlanResult> plan(const Problem& problem, const Device& device) const {
+  const PlanResult& plan(const Problem& problem, const Device& device) const {
     return planner_->plan_cached(problem, device);
   }
 

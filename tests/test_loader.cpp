@@ -100,7 +100,7 @@ TEST(Loader, SingleFlightManyThreads) {
   Fixture f;
   std::atomic<int> compiles{0};
   LoaderOptions o;
-  o.nvrtc_version = "13.0";
+  o.nvrtc_version = [] { return std::string("13.0"); };
   o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
     ++compiles;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -150,7 +150,7 @@ TEST(Loader, DiskCacheServesASecondLoader) {
   std::atomic<int> compiles{0};
   LoaderOptions o;
   o.cache_dir = dir.path();
-  o.nvrtc_version = "13.0";
+  o.nvrtc_version = [] { return std::string("13.0"); };
   o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
     ++compiles;
     return fake_binary(p);
@@ -161,7 +161,7 @@ TEST(Loader, DiskCacheServesASecondLoader) {
   auto b = second.binary(f.program, f.build);
   EXPECT_EQ(b->from, ServedFrom::disk);
   EXPECT_EQ(compiles.load(), 1);
-  o.nvrtc_version = "13.1";  // another toolkit: another key
+  o.nvrtc_version = [] { return std::string("13.1"); };  // another toolkit: another key
   Loader third(o);
   EXPECT_EQ(third.binary(f.program, f.build)->from, ServedFrom::jit);
 }
@@ -177,7 +177,7 @@ TEST(Loader, RacingProcessesCompileOnce) {
     if (pid == 0) {
       LoaderOptions o;
       o.cache_dir = dir.path() / "cache";
-      o.nvrtc_version = "13.0";
+      o.nvrtc_version = [] { return std::string("13.0"); };
       o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
         std::ofstream(counter, std::ios::app) << ::getpid() << "\n";
         std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -201,12 +201,12 @@ TEST_F(PlannerTest, AccumulatingCandidatesNeverServePlainCalls) {
 
 TEST_F(PlannerTest, CachedPlansAreReused) {
   auto pl = planner();
-  auto a = pl.plan_cached(problem(4096, 256, 1024), hopper_);
-  auto b = pl.plan_cached(problem(4096, 256, 1024), hopper_);
-  auto c = pl.plan_cached(problem(4096, 256, 1025), hopper_);
-  EXPECT_EQ(a.get(), b.get());
-  EXPECT_NE(a.get(), c.get());
-  EXPECT_EQ(c->plan->route, "big_tile");
+  const PlanResult& a = pl.plan_cached(problem(4096, 256, 1024), hopper_);
+  const PlanResult& b = pl.plan_cached(problem(4096, 256, 1024), hopper_);
+  const PlanResult& c = pl.plan_cached(problem(4096, 256, 1025), hopper_);
+  EXPECT_EQ(&a, &b);
+  EXPECT_NE(&a, &c);
+  EXPECT_EQ(c.plan->route, "big_tile");
 }
 
 TEST_F(PlannerTest, FormatExplainsTheChoice) {

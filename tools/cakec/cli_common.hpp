@@ -48,5 +48,7 @@ void add_inspect_commands(CLI::App& app, Globals& g, int& exit_code);
 void add_plan_command(CLI::App& app, Globals& g, int& exit_code);
 void add_build_commands(CLI::App& app, Globals& g, int& exit_code);
 void add_doctor_command(CLI::App& app, Globals& g, int& exit_code);
+void add_bench_command(CLI::App& app, Globals& g, int& exit_code);
+void add_cache_command(CLI::App& app, Globals& g, int& exit_code);
 
 }  // namespace cakec

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   cakec::add_plan_command(app, g, exit_code);
   cakec::add_build_commands(app, g, exit_code);
   cakec::add_doctor_command(app, g, exit_code);
+  cakec::add_bench_command(app, g, exit_code);
+  cakec::add_cache_command(app, g, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -1,0 +1,119 @@
+// Helpers for the GPU tests (label gpu): skip where there is no GPU, device buffers,
+// DLTensors over them, bf16 on the host, NaN poison.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "driver.hpp"
+#include "driver_types.hpp"
+#include "tensor.hpp"
+
+namespace cake::test {
+
+#define CAKE_SKIP_WITHOUT_GPU()                                                              \
+  do {                                                                                       \
+    auto& d_ = ::cake::Driver::instance();                                                   \
+    if (!d_.available()) GTEST_SKIP() << "no GPU: " << d_.missing_reason();                  \
+    if (d_.device_count() == 0) GTEST_SKIP() << "no GPU: the driver reports no device";     \
+  } while (0)
+
+inline uint16_t bf16_bits(float f) {  // round to nearest even, as cvt.rn.bf16.f32
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+inline float bf16_float(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// A device buffer in the primary context of device 0, with a DLTensor view of it.
+class GpuTensor {
+ public:
+  GpuTensor(DType t, int64_t n, size_t byte_offset = 0) : dtype_(t), n_(n), offset_(byte_offset) {
+    buf_ = DeviceBuffer(size_t(n) * size_t(dtype_size(t)) + byte_offset + 256);
+    shape_[0] = n;
+    dl_.data = buf_.ptr();
+    dl_.device = {kDLCUDA, 0};
+    dl_.ndim = 1;
+    dl_.dtype = t == DType::bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+    dl_.shape = shape_;
+    dl_.strides = nullptr;
+    dl_.byte_offset = byte_offset;
+  }
+  const DLTensor& dl() const { return dl_; }
+  DLTensor& dl() { return dl_; }
+  CUdeviceptr ptr() const { return buf_.get() + offset_; }
+  size_t bytes() const { return size_t(n_) * size_t(dtype_size(dtype_)); }
+  template <typename T>
+  void upload(const std::vector<T>& host) {
+    CAKE_CU(cuMemcpyHtoD(ptr(), host.data(), bytes()));
+  }
+  template <typename T>
+  std::vector<T> download() const {
+    std::vector<T> host(static_cast<size_t>(n_ < 0 ? 0 : n_));
+    CAKE_CU(cuCtxSynchronize());
+    CAKE_CU(cuMemcpyDtoH(host.data(), ptr(), bytes()));
+    return host;
+  }
+  void poison() {  // all-ones bytes: NaN in f32 and bf16
+    CAKE_CU(cuMemsetD8(ptr(), 0xff, bytes()));
+  }
+
+ private:
+  DType dtype_;
+  int64_t n_;
+  size_t offset_;
+  DeviceBuffer buf_;
+  DLTensor dl_{};
+  int64_t shape_[1];
+};
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_bits(v[i]);
+  return out;
+}
+
+// Makes device 0's primary context current for a test's allocations.
+class PrimaryContext {
+ public:
+  PrimaryContext() {
+    CUdevice dev;
+    CAKE_CU(cuDeviceGet(&dev, 0));
+    CAKE_CU(cuDevicePrimaryCtxRetain(&ctx_, dev));
+    CAKE_CU(cuCtxSetCurrent(ctx_));
+  }
+  ~PrimaryContext() {
+    CUdevice dev;
+    if (Driver::instance().api().cuDeviceGet(&dev, 0) == CUDA_SUCCESS)
+      Driver::instance().api().cuDevicePrimaryCtxRelease(dev);
+  }
+  CUcontext get() const { return ctx_; }
+
+ private:
+  CUcontext ctx_ = nullptr;
+};
+
+}  // namespace cake::test

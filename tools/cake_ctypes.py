@@ -1,0 +1,107 @@
+"""cake's C ABI from Python through ctypes, for scripts that run cake next to torch.
+
+    rt = CakeRuntime("build-gpu/runtime/libcake.so")
+    rt.cast(out, inp, accumulate=True)          # one call on torch's current stream
+    launch = rt.prepare_cast(out, inp, True)    # prepared: launch.run(stream) replays it
+"""
+import ctypes
+import json
+
+kDLCUDA = 2
+_DTYPES = {"torch.float32": (2, 32), "torch.bfloat16": (4, 16), "torch.float16": (2, 16),
+           "torch.int32": (0, 32), "torch.int64": (0, 64), "torch.float64": (2, 64)}
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+def dltensor(t):
+    """A DLTensor over a torch CUDA tensor (kept alive by the returned object)."""
+    code, bits = _DTYPES[str(t.dtype)]
+    shape = (ctypes.c_int64 * t.dim())(*t.shape)
+    strides = (ctypes.c_int64 * t.dim())(*t.stride())
+    d = DLTensor(ctypes.c_void_p(t.data_ptr()), DLDevice(kDLCUDA, t.device.index or 0), t.dim(),
+                 DLDataType(code, bits, 1), shape, strides, 0)
+    d._keep = (shape, strides, t)
+    return d
+
+
+class CakeError(RuntimeError):
+    pass
+
+
+class Launch:
+    def __init__(self, lib, handle):
+        self._lib, self._h = lib, handle
+
+    def run(self, stream=None):
+        self._lib._check(self._lib.lib.cake_launch_run(self._h, _stream(stream)))
+
+    def describe(self):
+        return self._lib.lib.cake_launch_describe(self._h).decode()
+
+    def __del__(self):
+        if self._h:
+            self._lib.lib.cake_launch_free(self._h)
+            self._h = None
+
+
+def _stream(stream):
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream()
+    return ctypes.c_void_p(getattr(stream, "cuda_stream", stream))
+
+
+class CakeRuntime:
+    def __init__(self, libpath, **options):
+        self.lib = ctypes.CDLL(libpath)
+        self.lib.cake_last_error.restype = ctypes.c_char_p
+        self.lib.cake_launch_describe.restype = ctypes.c_char_p
+        self.lib.cake_launch_describe.argtypes = [ctypes.c_void_p]
+        self.lib.cake_launch_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.cake_launch_free.argtypes = [ctypes.c_void_p]
+        self.lib.cake_runtime_destroy.argtypes = [ctypes.c_void_p]
+        h = ctypes.c_void_p()
+        self._check(self.lib.cake_runtime_create(json.dumps(options).encode(), ctypes.byref(h)))
+        self.h = h
+
+    def _check(self, status):
+        if status != 0:
+            raise CakeError(f"cake status {status}: {self.lib.cake_last_error().decode()}")
+
+    def prepare_add(self, out, a, b, deterministic=True):
+        h = ctypes.c_void_p()
+        self._check(self.lib.cake_prepare_add(self.h, ctypes.byref(dltensor(out)), ctypes.byref(dltensor(a)),
+                                              ctypes.byref(dltensor(b)), int(deterministic), ctypes.byref(h)))
+        return Launch(self, h)
+
+    def prepare_cast(self, out, inp, accumulate=False, deterministic=True):
+        h = ctypes.c_void_p()
+        self._check(self.lib.cake_prepare_cast(self.h, ctypes.byref(dltensor(out)), ctypes.byref(dltensor(inp)),
+                                               int(accumulate), int(deterministic), ctypes.byref(h)))
+        return Launch(self, h)
+
+    def add(self, out, a, b, stream=None):
+        self._check(self.lib.cake_add(self.h, ctypes.byref(dltensor(out)), ctypes.byref(dltensor(a)),
+                                      ctypes.byref(dltensor(b)), _stream(stream)))
+
+    def cast(self, out, inp, accumulate=False, stream=None):
+        self._check(self.lib.cake_cast(self.h, ctypes.byref(dltensor(out)), ctypes.byref(dltensor(inp)),
+                                       int(accumulate), _stream(stream)))
+
+    def __del__(self):
+        if getattr(self, "h", None):
+            self.lib.cake_runtime_destroy(self.h)
+            self.h = None

@@ -1,0 +1,272 @@
+// cakec bench jit: what the JIT layer costs, as medians over many runs. Cold NVRTC compile
+// per program; first call in a new process with the cubin in the disk cache, and served
+// from aot/; in-memory hit; cached plan lookup; host time of launch() against a raw
+// cuLaunchKernel of the same kernel.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli_common.hpp"
+#include "driver.hpp"
+#include "error.hpp"
+#include "ops.hpp"
+#include "prebuild.hpp"
+#include "renderer.hpp"
+
+namespace cakec {
+namespace {
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double us_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+}
+
+struct BenchArgs {
+  int runs = 20;
+  std::string child_mode, child_cache, child_aot;
+};
+
+// Device tensors for the four first calls of a child: four different programs.
+struct FourOps {
+  explicit FourOps(int64_t n)
+      : n(n), f1(size_t(n) * 4), f2(size_t(n) * 4), f3(size_t(n) * 4), h1(size_t(n) * 2),
+        h2(size_t(n) * 2), h3(size_t(n) * 2) {}
+  DLTensor t(const cake::DeviceBuffer& b, bool bf16) {
+    DLTensor x{};
+    x.data = b.ptr();
+    x.device = {kDLCUDA, 0};
+    x.ndim = 1;
+    x.dtype = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+    x.shape = &n;
+    return x;
+  }
+  // Calls op i (0..3) once; each uses another program of the elementwise family.
+  cake::Launch prepare(cake::Runtime& rt, int i) {
+    switch (i) {
+      case 0: return cake::ops::prepare_add(rt, t(f3, false), t(f1, false), t(f2, false));
+      case 1: return cake::ops::prepare_add(rt, t(h3, true), t(h1, true), t(h2, true));
+      case 2: return cake::ops::prepare_cast(rt, t(h1, true), t(f1, false), false);
+      default: return cake::ops::prepare_cast(rt, t(f1, false), t(h1, true), false);
+    }
+  }
+  int64_t n;
+  cake::DeviceBuffer f1, f2, f3, h1, h2, h3;
+};
+
+CUcontext make_primary_current() {
+  CUdevice dev;
+  CAKE_CU(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CAKE_CU(cuCtxSetCurrent(ctx));
+  return ctx;
+}
+
+// The child of a first-call measurement, a new process: after the context and the tensors
+// exist (the application's cost), it times the Runtime's creation (registry, aot manifest)
+// and then the first call (prepare + launch) of each of four programs.
+int run_child(const BenchArgs& a) {
+  make_primary_current();
+  FourOps ops(1 << 20);
+  cake::RuntimeOptions o;
+  o.cache_dir = a.child_cache;
+  o.aot_dir = a.child_aot;
+  if (a.child_mode == "aot") o.jit = false;
+  auto t0 = clock_type::now();
+  cake::Runtime rt(o);
+  std::printf("%.1f", us_since(t0));
+  for (int i = 0; i < 4; ++i) {
+    t0 = clock_type::now();
+    ops.prepare(rt, i).launch(nullptr);
+    std::printf(" %.1f", us_since(t0));
+  }
+  CAKE_CU(cuCtxSynchronize());
+  const auto& s = rt.loader().stats();
+  bool served_right = (a.child_mode == "aot" ? s.aot_loads : s.disk_hits) == 4 && s.compiles == 0;
+  std::printf(" %d\n", served_right ? 1 : 0);
+  return served_right ? kOk : kFailure;
+}
+
+struct FirstCalls {
+  std::vector<double> runtime_us, call_us;
+  bool all_served = true;
+};
+
+FirstCalls spawn_children(const std::string& mode, const std::string& cache, const std::string& aot, int runs) {
+  FirstCalls out;
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  for (int i = 0; i < runs; ++i) {
+    std::string cmd = "'" + self + "' bench jit --child " + mode + " --child-cache '" + cache +
+                      "' --child-aot '" + aot + "'";
+    FILE* f = ::popen(cmd.c_str(), "r");
+    double v[5] = {0};
+    int ok = 0;
+    if (f == nullptr || std::fscanf(f, "%lf %lf %lf %lf %lf %d", &v[0], &v[1], &v[2], &v[3], &v[4], &ok) != 6)
+      out.all_served = false;
+    if (f) ::pclose(f);
+    out.all_served = out.all_served && ok == 1;
+    out.runtime_us.push_back(v[0]);
+    for (int k = 1; k < 5; ++k) out.call_us.push_back(v[k]);
+  }
+  return out;
+}
+
+int run_bench_jit(const BenchArgs& a) {
+  if (!a.child_mode.empty()) return run_child(a);
+  auto& drv = cake::Driver::instance();
+  if (!drv.available() || drv.device_count() == 0)
+    throw cake::Error("cakec bench jit needs a GPU: " + drv.missing_reason());
+  const auto& nvrtc = cake::Nvrtc::instance();
+  CUcontext ctx = make_primary_current();
+  const auto& dev = drv.device(0);
+  auto reg = cake::Registry::load_default();
+  std::vector<std::vector<std::string>> rows;
+  char buf[64];
+  auto fmt = [&](double v, const char* unit) {
+    std::snprintf(buf, sizeof(buf), "%.3g %s", v, unit);
+    return std::string(buf);
+  };
+
+  // 1. Cold NVRTC compile of each program for this device.
+  std::vector<double> per_program;
+  std::string slowest;
+  double slowest_ms = 0;
+  for (const auto& prog : reg->programs()) {
+    const cake::Build* b = reg->build(prog.name, dev.arch);
+    if (!b) continue;
+    cake::RenderedProgram r = cake::render(prog);
+    std::vector<double> t;
+    for (int i = 0; i < std::max(3, a.runs / 4); ++i) {
+      auto t0 = clock_type::now();
+      nvrtc.compile(r, b->arch, b->options);
+      t.push_back(us_since(t0) / 1000);
+    }
+    double m = median(t);
+    per_program.push_back(m);
+    if (m > slowest_ms) slowest_ms = m, slowest = prog.name;
+  }
+  rows.push_back({"cold NVRTC compile, median over programs", fmt(median(per_program), "ms"), "<= 1 s (largest)", ""});
+  rows.push_back({"cold NVRTC compile, slowest (" + slowest + ")", fmt(slowest_ms, "ms"), "<= 1 s", slowest_ms <= 1000 ? "ok" : "MISS"});
+
+  // 2. First call in a new process: disk cache, then aot/.
+  std::string tmp = (fs::temp_directory_path() / ("cake-bench-" + std::to_string(::getpid()))).string();
+  fs::create_directories(tmp);
+  {
+    cake::RuntimeOptions o;
+    o.cache_dir = tmp + "/cache";
+    o.aot_dir = "";
+    cake::Runtime warm(o);
+    FourOps ops(1 << 20);
+    for (int i = 0; i < 4; ++i) ops.prepare(warm, i);  // fills the disk cache
+  }
+  cake::PrebuildOptions po;
+  po.archs = {dev.arch};
+  po.out = tmp + "/aot";
+  po.filter = std::regex("_v[48]$");
+  cake::prebuild(*reg, nvrtc, po);
+  auto disk = spawn_children("disk", tmp + "/cache", "", a.runs);
+  auto aot = spawn_children("aot", tmp + "/empty-cache", tmp + "/aot", a.runs);
+  double disk_us = median(disk.call_us), aot_us = median(aot.call_us);
+  rows.push_back({"new process: Runtime creation (registry, manifest)", fmt(median(disk.runtime_us), "us"), "", ""});
+  rows.push_back({"first call per program, cubin in disk cache", fmt(disk_us, "us"), "<= 1 ms per program", disk_us <= 1000 ? "ok" : "MISS"});
+  std::vector<double> first_of_process;
+  for (size_t i = 0; i < disk.call_us.size(); i += 4) first_of_process.push_back(disk.call_us[i]);
+  rows.push_back({"  first program of a process (also loads libnvrtc: the key has its version)",
+                  fmt(median(first_of_process), "us"), "", ""});
+  rows.push_back({"first call per program, cubin from aot/", fmt(aot_us, "us"), "<= 1 ms per program", aot_us <= 1000 ? "ok" : "MISS"});
+  if (!disk.all_served || !aot.all_served) rows.push_back({"WARNING: a child was not served the expected way", "", "", "MISS"});
+
+  // 3. In-memory hit, plan lookup and launch cost in this process.
+  cake::RuntimeOptions o;
+  o.cache_dir = tmp + "/cache";
+  o.aot_dir = "";
+  cake::Runtime rt(o);
+  FourOps p(1 << 20);
+  cake::Launch launch = p.prepare(rt, 0);
+  std::vector<double> prep;
+  for (int i = 0; i < 200; ++i) {
+    auto t0 = clock_type::now();
+    p.prepare(rt, 0);
+    prep.push_back(us_since(t0));
+  }
+  rows.push_back({"prepare, everything in memory (validate, plan, kernel)", fmt(median(prep), "us"), "", ""});
+
+  cake::Problem prob;
+  prob.op = "elementwise.add";
+  prob.dims = {{"n", p.n}};
+  prob.dtypes = {{"out", cake::DType::f32}, {"a", cake::DType::f32}, {"b", cake::DType::f32}};
+  prob.align = {{"out", 256}, {"a", 256}, {"b", 256}};
+  cake::Device device{dev.arch, dev.sm_count};
+  std::vector<double> lookup;
+  for (int rep = 0; rep < 21; ++rep) {
+    const int k = 10000;
+    auto t0 = clock_type::now();
+    for (int i = 0; i < k; ++i) rt.plan(prob, device);
+    lookup.push_back(us_since(t0) / k);
+  }
+  double lookup_us = median(lookup);
+  rows.push_back({"plan lookup (cached)", fmt(lookup_us, "us"), "<= 0.2 us", lookup_us <= 0.2 ? "ok" : "MISS"});
+
+  CUstream s;
+  CAKE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  // The same kernel and arguments as the prepared launch, launched raw.
+  const cake::Plan& plan = *launch.plan();
+  CUfunction fn = rt.loader().function(*plan.stages[0].program, *plan.stages[0].build, 0, ctx);
+  void* pa = p.f1.ptr();
+  void* pb = p.f2.ptr();
+  void* pout = p.f3.ptr();
+  long long n = p.n;
+  void* args[] = {&pout, &pa, &pb, &n};
+  unsigned grid = unsigned(std::min<int64_t>((p.n / 4 + 255) / 256, int64_t(dev.sm_count) * 8));
+  std::vector<double> raw, ours;
+  for (int rep = 0; rep < 21; ++rep) {
+    const int k = 500;
+    auto t0 = clock_type::now();
+    for (int i = 0; i < k; ++i) CAKE_CU(cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, s, args, nullptr));
+    raw.push_back(us_since(t0) / k);
+    CAKE_CU(cuStreamSynchronize(s));
+    t0 = clock_type::now();
+    for (int i = 0; i < k; ++i) launch.launch(s);
+    ours.push_back(us_since(t0) / k);
+    CAKE_CU(cuStreamSynchronize(s));
+  }
+  double raw_us = median(raw), ours_us = median(ours);
+  rows.push_back({"raw cuLaunchKernel (host time per call)", fmt(raw_us, "us"), "", ""});
+  rows.push_back({"Launch::launch (host time per call)", fmt(ours_us, "us"), "", ""});
+  rows.push_back({"launch overhead over raw", fmt(ours_us - raw_us, "us"), "<= 1 us", ours_us - raw_us <= 1.0 ? "ok" : "MISS"});
+  CAKE_CU(cuStreamDestroy(s));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+
+  std::cout << "cakec bench jit: " << dev.name << " (" << dev.arch.str() << ", " << dev.sm_count
+            << " SMs), NVRTC " << nvrtc.info().version.str() << ", " << a.runs << " runs per first-call row\n";
+  std::cout << format_table({"MEASURE", "MEDIAN", "TARGET", ""}, rows);
+  return kOk;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Globals&, int& exit_code) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks (need a GPU)");
+  bench->require_subcommand(1);
+  auto a = std::make_shared<BenchArgs>();
+  auto* jit = bench->add_subcommand("jit", "What the JIT layer costs: compile, first call, cache hits, launch");
+  jit->add_option("--runs", a->runs, "processes per first-call measurement (default 20)");
+  jit->add_option("--child", a->child_mode)->group("");  // internal: one first-call measurement
+  jit->add_option("--child-cache", a->child_cache)->group("");
+  jit->add_option("--child-aot", a->child_aot)->group("");
+  jit->callback([&exit_code, a] { exit_code = run_bench_jit(*a); });
+}
+
+}  // namespace cakec

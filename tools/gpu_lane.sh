@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# GPU test lane: runs `ctest -L gpu` on a machine with a GPU, then compute-sanitizer
+# (memcheck, racecheck) over the GPU tests, and prints one summary. Uses the build in
+# ${CAKE_BUILD_DIR:-build-gpu}: carried from a machine with the -dev packages (the GPU
+# machine has none), or built here when absent. Logs go to ${OUT:-/tmp/cake-gpu-lane}.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=${CAKE_BUILD_DIR:-build-gpu}
+out=${OUT:-/tmp/cake-gpu-lane}
+mkdir -p "$out"
+if [ ! -x "$dir/tests/cake_gpu_tests" ]; then
+  CAKE_BUILD_DIR=$dir tools/configure.sh -DCMAKE_BUILD_TYPE=Release || exit 1
+fi
+# A carried build records the absolute source path it was configured in; make it resolve.
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$dir/CMakeCache.txt")
+if [ -n "$src" ] && [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then
+  mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"
+fi
+export CAKE_CACHE_DIR=$(mktemp -d)   # a cold cache: the lane exercises the JIT path
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+"$dir/tools/cakec" doctor
+
+status=0
+ctest --test-dir "$dir" -L gpu --output-on-failure 2>&1 | tee "$out/ctest_gpu.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+summary=$(grep -E "tests passed|tests failed" "$out/ctest_gpu.log" | tail -1)
+skipped=$(grep -c "Skipped" "$out/ctest_gpu.log" || true)
+
+sanitizer=""
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/tests/cake_gpu_tests" \
+      >"$out/sanitizer_$tool.log" 2>&1
+    rc=$?
+    line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizer_$tool.log" | tail -1)
+    sanitizer+="  $tool: rc=$rc ${line:-no summary line}"$'\n'
+    [ "$rc" = 0 ] || status=1
+  done
+else
+  sanitizer="  compute-sanitizer not found"$'\n'
+fi
+echo "=== GPU lane summary"
+echo "ctest -L gpu: $summary ($skipped skipped)"
+printf '%s' "$sanitizer"
+exit $status
