@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "driver.hpp"
 #include "test_util.hpp"
 
 namespace cake {
@@ -178,6 +179,28 @@ TEST(Cli, BuildWithoutNvrtcSkipsWithReason) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("skipped  ew_add_f32_v4@sm_90a: jit_disabled"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0 built"), std::string::npos) << r.out;
+}
+
+TEST(Cli, CacheListAndClear) {
+  test::TempDir dir;
+  std::string env = "CAKE_CACHE_DIR=" + dir.path().string() + " ";
+  auto r = run(env + kCakec + " cache list");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("0 entries"), std::string::npos) << r.out;
+  dir.write("v1/ab/" + std::string(64, 'a') + ".cubin", "cake-cubin v1\n{\"program\": \"p\"}\nxx");
+  r = run(env + kCakec + " cache list");
+  EXPECT_NE(r.out.find("1 entries"), std::string::npos) << r.out;
+  r = run(env + kCakec + " cache clear");
+  EXPECT_NE(r.out.find("removed 1 entries"), std::string::npos) << r.out;
+  EXPECT_EQ(run(env + kCakec + " cache").code, 2);  // a subcommand is required
+}
+
+TEST(Cli, BenchWithoutGpuSaysWhy) {
+  auto& drv = Driver::instance();
+  if (drv.available() && drv.device_count() > 0) GTEST_SKIP() << "a GPU is present: the bench would run";
+  auto r = run(kCakec + " bench jit");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cakec bench jit needs a GPU"), std::string::npos) << r.out;
 }
 
 }  // namespace
