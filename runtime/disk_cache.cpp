@@ -2,10 +2,16 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
+#include "error.hpp"
 #include "file_util.hpp"
 #include "log.hpp"
 #include "sha256.hpp"
@@ -16,7 +22,36 @@ using nlohmann::json;
 
 namespace {
 constexpr std::string_view kMagic = "cake-cubin v1\n";
+
+// Creates every missing folder of `dir` private to the user (0700).
+void make_private_dirs(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  if (dir.has_parent_path() && dir.parent_path() != dir) make_private_dirs(dir.parent_path());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw Error("cannot create " + dir.string() + ": " + std::strerror(errno));
 }
+
+// A folder that another user can write could hold a planted cubin: never load from it.
+bool others_can_write(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return false;
+  return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_uid != ::getuid();
+}
+
+// Temp files of writers that died mid-write (kill -9): "<entry>.tmp.<pid>.<n>" whose pid
+// is gone.
+void remove_stale_temps(const fs::path& entry) {
+  std::error_code ec;
+  std::string prefix = entry.filename().string() + ".tmp.";
+  for (const auto& e : fs::directory_iterator(entry.parent_path(), ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    pid_t pid = pid_t(std::atol(name.c_str() + prefix.size()));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+}
+}  // namespace
 
 std::string cache_key(const RenderedProgram& program, const std::string& arch,
                       const std::vector<std::string>& options, const std::string& nvrtc_version) {
@@ -39,6 +74,12 @@ std::optional<CachedBinary> DiskCache::get(const std::string& key) const {
   fs::path p = entry_path(key);
   auto data = read_file(p);
   if (!data) return std::nullopt;
+  for (const fs::path& dir : {p.parent_path(), p.parent_path().parent_path()})
+    if (others_can_write(dir)) {
+      warn_once("unsafe:" + dir.string(), "cake: not loading cached cubins from " + dir.string() +
+                                              ": another user can write it; compiling instead");
+      return std::nullopt;
+    }
   auto bad = [&](const std::string& why) -> std::optional<CachedBinary> {
     warn_once("corrupt:" + key, "cake: removing corrupt cache entry " + p.string() + " (" + why +
                                     "); it will be rebuilt");
@@ -67,7 +108,8 @@ std::optional<CachedBinary> DiskCache::get(const std::string& key) const {
 bool DiskCache::put(const std::string& key, const std::string& program, const CachedBinary& b) const {
   fs::path p = entry_path(key);
   try {
-    fs::create_directories(p.parent_path());
+    make_private_dirs(p.parent_path());
+    remove_stale_temps(p);
     json meta = {{"key", key},
                  {"program", program},
                  {"size", b.cubin.size()},
@@ -85,8 +127,11 @@ bool DiskCache::put(const std::string& key, const std::string& program, const Ca
 
 DiskCache::KeyLock::KeyLock(const DiskCache& cache, const std::string& key) {
   fs::path p = cache.entry_path(key);
-  std::error_code ec;
-  fs::create_directories(p.parent_path(), ec);
+  try {
+    make_private_dirs(p.parent_path());
+  } catch (const Error&) {
+    return;  // unwritable cache: work without the cross-process lock
+  }
   fd_ = ::open((p.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ < 0) return;  // unwritable cache: work without the cross-process lock
   while (::flock(fd_, LOCK_EX) != 0)

@@ -51,4 +51,15 @@ double compile_timeout_s() {
   }
 }
 
+std::string compile_isolation() { return get("CAKE_COMPILE_ISOLATION").value_or("process"); }
+std::optional<std::string> compile_worker() { return get("CAKE_COMPILE_WORKER"); }
+
+std::optional<std::pair<std::string, std::string>> worker_fault() {
+  auto v = get("CAKE_TEST_WORKER_FAULT");
+  if (!v) return std::nullopt;
+  auto colon = v->find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  return std::make_pair(v->substr(0, colon), v->substr(colon + 1));
+}
+
 }  // namespace cake::env

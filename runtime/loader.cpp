@@ -1,5 +1,6 @@
 #include "loader.hpp"
 
+#include "compile_worker.hpp"
 #include "driver.hpp"
 #include "error.hpp"
 #include "file_util.hpp"
@@ -20,10 +21,7 @@ const char* served_from_name(ServedFrom s) {
 }
 
 Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
-  if (!opt_.compile)
-    opt_.compile = [](const RenderedProgram& p, const Arch& a, const std::vector<std::string>& o) {
-      return Nvrtc::instance().compile(p, a, o);
-    };
+  if (!opt_.compile) opt_.compile = compile_isolated;
   if (opt_.cache_dir) disk_.emplace(*opt_.cache_dir);
 }
 

@@ -42,7 +42,7 @@ struct LoaderOptions {
   bool jit_enabled = true;
   // The NVRTC version, part of every cache key; asked for only when aot/ does not serve.
   std::function<std::string()> nvrtc_version = [] { return std::string("none"); };
-  CompileFn compile;          // default: the process's NVRTC
+  CompileFn compile;          // default: compile_isolated (NVRTC in a worker process)
   std::optional<std::filesystem::path> dump_dir;  // rendered source of failing compiles
 };
 

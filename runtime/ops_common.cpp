@@ -32,4 +32,16 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   return Launch(dc.ctx, plan, std::move(stages), std::move(scratch));
 }
 
+Launch prepare_planned(Runtime& rt, const DeviceContext& dc, const Problem& problem, ArgMap args,
+                       const Binder& bind, std::optional<CUstream> one_call_stream) {
+  for (;;) {
+    const PlanResult* plan = plan_or_throw(rt, problem, dc);
+    try {
+      return build_launch(rt, dc, plan, args, bind, one_call_stream);
+    } catch (const CompileError& e) {
+      rt.mark_failed(e.program() + "@" + e.arch(), std::string(e.what()).substr(0, 300));
+    }
+  }
+}
+
 }  // namespace cake::ops

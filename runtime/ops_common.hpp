@@ -21,6 +21,12 @@ using Binder = std::function<void(const PlannedStage& stage, const ArgMap& args,
 // cake::Error listing every candidate's reason when there is no route.
 const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);
 
+// Plans and builds the launch. A stage whose build fails to compile (error, crash,
+// timeout) marks that build unavailable and the call is planned again, so the next
+// candidate (or the composed route) serves it; with none left, the no-route error lists why.
+Launch prepare_planned(Runtime& rt, const DeviceContext& dc, const Problem& problem, ArgMap args,
+                       const Binder& bind, std::optional<CUstream> one_call_stream = {});
+
 // `one_call_stream`: set by the one-call forms, whose scratch is allocated and freed in
 // stream order on that stream; prepared launches own a plain allocation instead.
 Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,

@@ -67,9 +67,9 @@ Launch make_add(Runtime& rt, const DLTensor& out_t, const DLTensor& a_t, const D
   int64_t n = out.numel();
   DeviceContext dc = rt.context_for(out.device);
   if (n == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
-  auto plan = plan_or_throw(rt, base_problem("elementwise.add", {&out, &a, &b}, n, opt), dc);
-  return build_launch(rt, dc, plan, {{"out", out.data}, {"a", a.data}, {"b", b.data}},
-                      elementwise_binder(n, dc.info->sm_count), one_call);
+  return prepare_planned(rt, dc, base_problem("elementwise.add", {&out, &a, &b}, n, opt),
+                         {{"out", out.data}, {"a", a.data}, {"b", b.data}},
+                         elementwise_binder(n, dc.info->sm_count), one_call);
 }
 
 Launch make_cast(Runtime& rt, const DLTensor& out_t, const DLTensor& in_t, bool accumulate,
@@ -90,9 +90,8 @@ Launch make_cast(Runtime& rt, const DLTensor& out_t, const DLTensor& in_t, bool 
   if (n == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
   Problem p = base_problem("elementwise.cast", {&out, &in}, n, opt);
   p.accumulate = accumulate;
-  auto plan = plan_or_throw(rt, p, dc);
-  return build_launch(rt, dc, plan, {{"out", out.data}, {"in", in.data}},
-                      elementwise_binder(n, dc.info->sm_count), one_call);
+  return prepare_planned(rt, dc, p, {{"out", out.data}, {"in", in.data}},
+                         elementwise_binder(n, dc.info->sm_count), one_call);
 }
 
 }  // namespace

@@ -237,6 +237,13 @@ const PlanResult& Planner::plan_cached(const Problem& problem, const Device& dev
   return *result;
 }
 
+void Planner::clear_cache() const {
+  std::unique_lock lock(cache_mu_);
+  for (auto& [h, bucket] : cache_)
+    for (auto& e : bucket) retired_.push_back(std::move(e.result));
+  cache_.clear();
+}
+
 std::string format_plan(const PlanResult& result, const Problem& problem, const Device& device) {
   std::ostringstream o;
   o << "problem: " << problem.describe() << "\n";

@@ -84,6 +84,8 @@ class Planner {
   const PlanResult& plan_cached(const Problem& problem, const Device& device) const;
 
   const Registry& registry() const { return *registry_; }
+  // Forget every cached plan (availability changed). Plans already handed out stay valid.
+  void clear_cache() const;
 
  private:
   std::optional<Rejection> check_window(const Candidate& c, const Problem& p, const Device& d) const;
@@ -99,6 +101,7 @@ class Planner {
   };
   mutable std::shared_mutex cache_mu_;
   mutable std::unordered_map<uint64_t, std::vector<CacheEntry>> cache_;
+  mutable std::vector<std::shared_ptr<const PlanResult>> retired_;  // keeps handed-out plans alive
 };
 
 // Human-readable text of a plan, as `cakec plan` prints it.

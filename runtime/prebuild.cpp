@@ -12,6 +12,7 @@
 
 #include "aot_manifest.hpp"
 #include "availability.hpp"
+#include "compile_worker.hpp"
 #include "error.hpp"
 #include "file_util.hpp"
 #include "renderer.hpp"
@@ -94,7 +95,8 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
         RenderedProgram r = render(*registry.program(b.program));
         if (r.source_hash != b.source_hash)
           throw Error("build.json is stale for " + b.key() + ": run `cakec render`");
-        CompiledBinary bin = nvrtc.compile(r, b.arch, b.options);
+        CompiledBinary bin = opt.compile ? opt.compile(r, b.arch, b.options)
+                                         : compile_isolated(r, b.arch, b.options);
         secs = bin.seconds;
         AotEntry e;
         e.program = b.program;

@@ -23,6 +23,8 @@ struct PrebuildOptions {
   std::optional<std::regex> filter;  // program names to build
   bool force = false;               // rebuild even when current
   bool jit_enabled = true;          // false (CAKE_JIT=0): compile nothing, skip with a reason
+  // How to compile; default compile_isolated (a worker process per compile).
+  std::function<CompiledBinary(const RenderedProgram&, const Arch&, const std::vector<std::string>&)> compile;
   std::ostream* progress = nullptr;
 };
 

@@ -21,6 +21,15 @@ Runtime::Runtime(RuntimeOptions opt) {
   rule_ = std::make_unique<AvailabilityRule>(*registry_, aot_ ? &*aot_ : nullptr, nvrtc, jit);
   planner_ = std::make_unique<Planner>(registry_, [this](const Program& p, const Arch& a) {
     Availability av = rule_->check(p, a);
+    if (av.available() && av.build) {
+      std::lock_guard lock(failed_mu_);
+      auto it = failed_.find(av.build->key());
+      if (it != failed_.end()) {
+        av.by = ServedBy::none;
+        av.reason = "compile_failed";
+        av.detail = it->second;
+      }
+    }
     if (!av.available())
       warn_once("unavailable:" + av.reason, "cake: some builds are unavailable (" + av.reason +
                                                 "): " + av.detail + "; routes fall back where they can");
@@ -47,6 +56,15 @@ Runtime::~Runtime() {
     CUdevice dev;
     if (drv.api().cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS) drv.api().cuDevicePrimaryCtxRelease(dev);
   }
+}
+
+void Runtime::mark_failed(const std::string& build_key, const std::string& why) {
+  {
+    std::lock_guard lock(failed_mu_);
+    failed_[build_key] = why;
+  }
+  warn_once("failed:" + build_key, "cake: " + build_key + " is unavailable for this process: " + why);
+  planner_->clear_cache();
 }
 
 DeviceContext Runtime::context_for(int ordinal) {

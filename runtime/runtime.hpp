@@ -56,12 +56,18 @@ class Runtime {
     return planner_->plan_cached(problem, device);
   }
 
+  // A build that failed to compile (an NVRTC error, a crash, a timeout) is unavailable for
+  // the rest of the process, reason "compile_failed": plans made from now on pass it over.
+  void mark_failed(const std::string& build_key, const std::string& why);
+
  private:
   std::shared_ptr<const Registry> registry_;
   std::optional<AotManifest> aot_;
   std::unique_ptr<AvailabilityRule> rule_;
   std::unique_ptr<Planner> planner_;
   std::unique_ptr<Loader> loader_;
+  mutable std::mutex failed_mu_;
+  std::map<std::string, std::string> failed_;  // build key -> why
   std::mutex ctx_mu_;
   std::map<int, CUcontext> primary_;  // retained primary contexts, released at destruction
 };
