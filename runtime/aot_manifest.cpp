@@ -15,8 +15,10 @@ AotManifest AotManifest::read(const std::filesystem::path& dir) {
   std::string where = (dir / "manifest.json").string();
   try {
     json doc = json::parse(*text);
-    if (doc.value("format", 0) != kFormat)
-      throw Error(where + ": unsupported manifest format " + doc.value("format", json(0)).dump());
+    // Integers are checked as integers: converting an out-of-range double is undefined.
+    if (!doc.is_object() || !doc.contains("format") || !doc["format"].is_number_integer() ||
+        doc["format"].get<int64_t>() != kFormat)
+      throw Error(where + ": unsupported manifest format " + (doc.is_object() ? doc.value("format", json()).dump() : "?"));
     for (const auto& e : doc.at("entries")) {
       AotEntry a;
       a.program = e.at("program").get<std::string>();
@@ -26,6 +28,7 @@ AotManifest AotManifest::read(const std::filesystem::path& dir) {
       a.options = e.at("options").get<std::vector<std::string>>();
       a.file = e.at("file").get<std::string>();
       a.sha256 = e.at("sha256").get<std::string>();
+      if (!e.at("size").is_number_unsigned()) throw Error(where + ": entry size is not a non-negative integer");
       a.size = e.at("size").get<uint64_t>();
       a.lowered_names = e.at("lowered_names").get<std::vector<std::string>>();
       // A manifest is input: an entry must not point outside its folder.

@@ -151,6 +151,17 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
         }
         scratch *= it->second;
       }
+      if (!missing && !c.scratch.ceil_div_dim.empty()) {
+        auto it = problem.dims.find(c.scratch.ceil_div_dim);
+        if (it == problem.dims.end() || it->second < 0) {
+          missing = true;
+        } else {
+          // ceil(dim / by) without dim + by - 1, which overflows near INT64_MAX
+          int64_t chunks = it->second / c.scratch.ceil_div_by + (it->second % c.scratch.ceil_div_by != 0);
+          if (chunks > 0 && scratch > INT64_MAX / chunks) missing = true;
+          else scratch *= chunks;
+        }
+      }
       if (missing) {
         result.rejections.push_back({c.name, "dim", "scratch size cannot be computed from the dims"});
         continue;

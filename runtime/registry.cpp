@@ -166,7 +166,7 @@ void Registry::parse(const RegistrySource& src) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(src.text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, out-of-range numbers, ...
     throw RegistryError(src.file, std::string("not valid JSON: ") + e.what());
   }
   JsonReader root(doc, src.file);
@@ -264,9 +264,17 @@ void Registry::parse(const RegistrySource& src) {
         }
         if (cr.has("scratch")) {
           auto sc = cr.at("scratch");
-          sc.allow_only({"dims", "dtype_of"});
+          sc.allow_only({"dims", "dtype_of", "ceil_div"});
           cand.scratch.dims = read_strings(sc.at("dims"));
           cand.scratch.dtype_of = sc.at("dtype_of").str();
+          if (sc.has("ceil_div")) {
+            auto cd = sc.at("ceil_div");
+            cd.expect_array();
+            if (cd.size() != 2) cd.fail("ceil_div is [dim, rows]");
+            cand.scratch.ceil_div_dim = cd.at(size_t{0}).str();
+            cand.scratch.ceil_div_by = cd.at(size_t{1}).int64();
+            if (cand.scratch.ceil_div_by < 1) cd.at(size_t{1}).fail("must be >= 1");
+          }
           if (cand.scratch.dims.empty()) sc.at("dims").fail("scratch needs at least one dim");
         }
         if (cr.has("note")) cand.note = cr.at("note").str();

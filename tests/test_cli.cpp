@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver.hpp"
+#include "registry.hpp"
 #include "test_util.hpp"
 
 namespace cake {
@@ -73,7 +74,10 @@ TEST(Cli, ListPrograms) {
   EXPECT_NE(r.out.find("ew_add_f32_v4"), std::string::npos);
   EXPECT_EQ(r.out.find("sm_80 "), std::string::npos) << r.out;
   auto j = nlohmann::json::parse(run(kCakec + " list-programs --json").out);
-  EXPECT_EQ(j.size(), 20u);
+  size_t builds = 0;
+  auto reg = Registry::load_default();
+  for (const auto& p : reg->programs()) builds += p.archs.size();
+  EXPECT_EQ(j.size(), builds);
   EXPECT_EQ(j[0]["source_hash"].get<std::string>().size(), 64u);
 }
 
@@ -179,6 +183,16 @@ TEST(Cli, BuildWithoutNvrtcSkipsWithReason) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("skipped  ew_add_f32_v4@sm_90a: jit_disabled"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0 built"), std::string::npos) << r.out;
+}
+
+TEST(Cli, DoctorStrictListsWhatNeedsJit) {
+  test::TempDir dir;
+  auto r = run(kCakec + " --aot " + dir.path().string() + " doctor --strict --arch sm_90a");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("add_f32_vec4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ew_add_f32_v4 (jit_disabled)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ops have no candidate served without JIT"), std::string::npos) << r.out;
+  EXPECT_EQ(run(kCakec + " doctor --strict --arch sm90").code, 2);
 }
 
 TEST(Cli, CacheListAndClear) {

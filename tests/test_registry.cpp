@@ -6,8 +6,14 @@
 
 #include "error.hpp"
 #include "fixtures.hpp"
+#include "aot_manifest.hpp"
+#include "planner.hpp"
 #include "registry.hpp"
 #include "test_util.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace cake {
 namespace {
@@ -44,8 +50,11 @@ TEST(Registry, EmbeddedDefaultLoads) {
   auto r = Registry::load_default();
   EXPECT_NE(r->route("elementwise.add"), nullptr);
   EXPECT_NE(r->route("elementwise.cast"), nullptr);
+  EXPECT_NE(r->route("rmsnorm.fwd"), nullptr);
   EXPECT_GE(r->programs().size(), 10u);
-  EXPECT_EQ(r->builds().size(), 2 * r->programs().size());
+  size_t expected_builds = 0;
+  for (const auto& p : r->programs()) expected_builds += p.archs.size();
+  EXPECT_EQ(r->builds().size(), expected_builds);
 }
 
 TEST(Registry, NotJson) {
@@ -240,6 +249,52 @@ TEST(Registry, EnvironmentAddsUserRegistry) {
 
 TEST(Registry, MissingUserFileIsAnError) {
   EXPECT_THROW(Registry::load_default({"/nonexistent/cake.json"}), RegistryError);
+}
+
+}  // namespace
+}  // namespace cake
+
+namespace cake {
+namespace {
+
+// Inputs the fuzzers found (tests/fuzz/findings): each must be a clean cake::Error.
+TEST(FuzzFindings, ReplayAsCleanErrors) {
+  const std::filesystem::path dir = std::filesystem::path(CAKE_SOURCE_DIR) / "tests/fuzz/findings";
+  int replayed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string name = e.path().filename().string();
+    if (name.rfind("registry_", 0) == 0) {
+      try {
+        Registry::from_sources({{"finding.json", data}});
+      } catch (const Error&) {
+      }
+      ++replayed;
+    } else if (name.rfind("manifest_", 0) == 0) {
+      test::TempDir d;
+      d.write("manifest.json", data);
+      EXPECT_THROW(AotManifest::read(d.path()), Error) << name;
+      ++replayed;
+    }
+  }
+  EXPECT_GE(replayed, 3);
+}
+
+TEST(FuzzFindings, CeilDivScratchNearInt64MaxHasNoOverflow) {
+  auto reg = Registry::load_default();
+  Planner pl(reg, [&](const Program& p, const Arch& a) {
+    Availability av;
+    av.by = ServedBy::jit;
+    av.build = reg->build(p.name, a);
+    return av;
+  });
+  Problem p;
+  p.op = "rmsnorm.bwd";
+  p.dims = {{"t", INT64_MAX}, {"h", 256}};
+  p.dtypes = {{"w", DType::bf16}, {"rstd", DType::f32}};
+  auto r = pl.plan(p, Device{*Arch::parse("sm_90a"), 132});  // UBSan watches the arithmetic
+  EXPECT_FALSE(r.ok());  // the scratch size does not fit in 64 bits
 }
 
 }  // namespace
