@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct FamilySpec {
 };
 
 FamilySpec elementwise_family();
+FamilySpec rmsnorm_family();
 
 // Every family, in the order their files are written.
 std::vector<FamilySpec> all_families();

@@ -108,6 +108,39 @@ cake_status cake_prepare_cast(cake_runtime* rt, const DLTensor* out, const DLTen
   });
 }
 
+cake_status cake_prepare_rmsnorm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* rstd,
+                                     const DLTensor* h_out, const DLTensor* x,
+                                     const DLTensor* residual, const DLTensor* w, float eps,
+                                     cake_launch** launch) {
+  if (!rt) return null_arg("rt");
+  if (!y) return null_arg("y");
+  if (!rstd) return null_arg("rstd");
+  if (!x) return null_arg("x");
+  if (!w) return null_arg("w");
+  if (!launch) return null_arg("launch");
+  *launch = nullptr;
+  return guarded([&] {
+    *launch = new cake_launch{cake::ops::prepare_rmsnorm_fwd(rt->rt, *y, *rstd, h_out, *x, residual, *w, eps), {}};
+  });
+}
+
+cake_status cake_prepare_rmsnorm_bwd(cake_runtime* rt, const DLTensor* dx, const DLTensor* dw,
+                                     const DLTensor* dy, const DLTensor* x, const DLTensor* rstd,
+                                     const DLTensor* w, cake_launch** launch) {
+  if (!rt) return null_arg("rt");
+  if (!dx) return null_arg("dx");
+  if (!dw) return null_arg("dw");
+  if (!dy) return null_arg("dy");
+  if (!x) return null_arg("x");
+  if (!rstd) return null_arg("rstd");
+  if (!w) return null_arg("w");
+  if (!launch) return null_arg("launch");
+  *launch = nullptr;
+  return guarded([&] {
+    *launch = new cake_launch{cake::ops::prepare_rmsnorm_bwd(rt->rt, *dx, *dw, *dy, *x, *rstd, *w), {}};
+  });
+}
+
 cake_status cake_launch_run(const cake_launch* launch, void* stream) {
   if (!launch) return null_arg("launch");
   return guarded([&] { launch->launch.launch(static_cast<CUstream>(stream)); });

@@ -40,6 +40,15 @@ cake_status cake_launch_run(const cake_launch* launch, void* stream);
 const char* cake_launch_describe(const cake_launch* launch);
 void cake_launch_free(cake_launch* launch);
 
+/* rmsnorm: see runtime/ops.hpp. h_out and residual are both NULL or both given. */
+cake_status cake_prepare_rmsnorm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* rstd,
+                                     const DLTensor* h_out, const DLTensor* x,
+                                     const DLTensor* residual, const DLTensor* w, float eps,
+                                     cake_launch** launch);
+cake_status cake_prepare_rmsnorm_bwd(cake_runtime* rt, const DLTensor* dx, const DLTensor* dw,
+                                     const DLTensor* dy, const DLTensor* x, const DLTensor* rstd,
+                                     const DLTensor* w, cake_launch** launch);
+
 /* One-call forms: prepare + launch. */
 cake_status cake_add(cake_runtime* rt, const DLTensor* out, const DLTensor* a, const DLTensor* b,
                      void* stream);

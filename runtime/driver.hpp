@@ -20,7 +20,7 @@ namespace cake {
   X(cuCtxSynchronize) X(cuCtxCreate) X(cuCtxDestroy) X(cuModuleLoadData) X(cuModuleUnload) \
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel)     \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) \
-  X(cuMemsetD32) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)                      \
+  X(cuMemsetD32) X(cuMemsetD32Async) X(cuMemcpyDtoDAsync) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)                      \
   X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture)                     \
   X(cuStreamIsCapturing) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)      \
   X(cuGraphDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \

@@ -49,6 +49,13 @@ void Launch::launch(CUstream stream) const {
   if (failed) throw_driver_error(failed, r);
 }
 
+void Launch::launch_stage(size_t i, CUstream stream) const {
+  const LaunchStage& s = stages_.at(i);
+  ContextGuard guard(ctx_);
+  CAKE_CU(cuLaunchKernel(s.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1], s.block[2],
+                         s.smem, stream, const_cast<void**>(s.arg_pointers.data()), nullptr));
+}
+
 std::string Launch::describe() const {
   if (!plan()) return "empty problem: nothing to launch\n";
   const Plan& p = *plan();

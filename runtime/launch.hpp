@@ -56,6 +56,8 @@ class Launch {
 
   // Enqueues every stage on `stream` (0: the legacy default stream).
   void launch(CUstream stream) const;
+  // Enqueues stage i alone: for benchmarks that time a stage (a finalize, say) by itself.
+  void launch_stage(size_t i, CUstream stream) const;
 
   // What was chosen and why; null for an empty problem (nothing to launch).
   const Plan* plan() const { return plan_ && plan_->ok() ? &*plan_->plan : nullptr; }

@@ -26,7 +26,7 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   for (const auto& s : p.stages) {
     LaunchStage ls;
     ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx);
-    bind(s, args, ls);
+    bind(p, s, args, ls);
     stages.push_back(std::move(ls));
   }
   return Launch(dc.ctx, plan, std::move(stages), std::move(scratch));

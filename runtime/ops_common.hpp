@@ -15,7 +15,10 @@ namespace cake::ops {
 // Call arguments by name ("out", "a", ...), plus "scratch" once it is allocated.
 using ArgMap = std::map<std::string, uintptr_t>;
 
-using Binder = std::function<void(const PlannedStage& stage, const ArgMap& args, LaunchStage& out)>;
+// Packs one stage's kernel arguments and sets its geometry; it sees the whole plan, since a
+// later stage can depend on an earlier one's kernel (a finalize on the chunking it used).
+using Binder = std::function<void(const Plan& plan, const PlannedStage& stage, const ArgMap& args,
+                                  LaunchStage& out)>;
 
 // Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
 // cake::Error listing every candidate's reason when there is no route.

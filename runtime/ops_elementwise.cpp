@@ -14,7 +14,7 @@ const std::map<std::string, std::vector<std::string>> kParams = {
     {"add", {"out", "a", "b"}}, {"cast", {"out", "in"}}, {"cast_accumulate", {"out", "in"}}};
 
 Binder elementwise_binder(int64_t n, int sm_count) {
-  return [n, sm_count](const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
+  return [n, sm_count](const Plan&, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
     const auto& params = s.program->params;
     const std::string op = params.at("op").get<std::string>();
     const int vec = params.at("vec").get<int>();

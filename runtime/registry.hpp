@@ -77,6 +77,8 @@ struct Stage {
 struct Scratch {
   std::vector<std::string> dims;  // product of these problem dims ...
   std::string dtype_of;           // ... times the size of this argument's dtype
+  std::string ceil_div_dim;       // ... times ceil(dim / ceil_div_by), when set (per-chunk
+  int64_t ceil_div_by = 0;        //     partial sums: one row per chunk of rows)
   bool empty() const { return dims.empty(); }
 };
 

@@ -93,6 +93,22 @@ class CakeRuntime:
                                                int(accumulate), int(deterministic), ctypes.byref(h)))
         return Launch(self, h)
 
+    def prepare_rmsnorm_fwd(self, y, rstd, x, w, eps, residual=None, h_out=None):
+        h = ctypes.c_void_p()
+        ref = lambda t: ctypes.byref(dltensor(t)) if t is not None else None
+        self.lib.cake_prepare_rmsnorm_fwd.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(DLTensor)] * 6 + [
+            ctypes.c_float, ctypes.POINTER(ctypes.c_void_p)]
+        self._check(self.lib.cake_prepare_rmsnorm_fwd(self.h, ref(y), ref(rstd), ref(h_out), ref(x), ref(residual),
+                                                      ref(w), eps, ctypes.byref(h)))
+        return Launch(self, h)
+
+    def prepare_rmsnorm_bwd(self, dx, dw, dy, x, rstd, w):
+        h = ctypes.c_void_p()
+        ref = lambda t: ctypes.byref(dltensor(t))
+        self._check(self.lib.cake_prepare_rmsnorm_bwd(self.h, ref(dx), ref(dw), ref(dy), ref(x), ref(rstd), ref(w),
+                                                      ctypes.byref(h)))
+        return Launch(self, h)
+
     def add(self, out, a, b, stream=None):
         self._check(self.lib.cake_add(self.h, ctypes.byref(dltensor(out)), ctypes.byref(dltensor(a)),
                                       ctypes.byref(dltensor(b)), _stream(stream)))
