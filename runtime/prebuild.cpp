@@ -13,6 +13,7 @@
 #include "aot_manifest.hpp"
 #include "availability.hpp"
 #include "compile_worker.hpp"
+#include "driver.hpp"
 #include "error.hpp"
 #include "file_util.hpp"
 #include "renderer.hpp"
@@ -139,6 +140,15 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
   if (sum.built > 0 || !fs::exists(opt.out / "manifest.json")) manifest.write();
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
+}
+
+PrebuildSummary prebuild_for_device(const Registry& registry, int ordinal, const fs::path& out,
+                                    std::ostream* progress) {
+  PrebuildOptions opt;
+  opt.archs = {Driver::instance().device(ordinal).arch};
+  opt.out = out;
+  opt.progress = progress;
+  return prebuild(registry, Nvrtc::instance(), opt);
 }
 
 }  // namespace cake

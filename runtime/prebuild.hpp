@@ -37,4 +37,10 @@ struct PrebuildSummary {
 
 PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const PrebuildOptions& opt);
 
+// Prebuilds every program the registry registers for device `ordinal`'s arch into `out`,
+// so that no compile happens in the middle of a training step. Throws LibraryMissing
+// without a GPU.
+PrebuildSummary prebuild_for_device(const Registry& registry, int ordinal, const std::filesystem::path& out,
+                                    std::ostream* progress = nullptr);
+
 }  // namespace cake

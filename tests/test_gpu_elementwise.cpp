@@ -308,6 +308,27 @@ TEST_F(GpuTest, RejectsBadArgumentsBeforeWritingAnything) {
   EXPECT_EQ(rt->loader().stats().compiles.load(), 0);  // nor compiled
 }
 
+TEST_F(GpuTest, ACrashingCompileFallsBackToTheNextCandidate) {
+  ::setenv("CAKE_TEST_WORKER_FAULT", "crash:ew_add_f32_v4", 1);
+  auto rt = fresh_runtime();
+  const int64_t n = 1 << 16;
+  auto ha = test::random_floats(n, 50), hb = test::random_floats(n, 51);
+  GpuTensor a(DType::f32, n), b(DType::f32, n), out(DType::f32, n);
+  a.upload(ha);
+  b.upload(hb);
+  out.poison();
+  auto l = ops::prepare_add(*rt, out.dl(), a.dl(), b.dl());
+  ::unsetenv("CAKE_TEST_WORKER_FAULT");
+  ASSERT_NE(l.plan(), nullptr);
+  EXPECT_EQ(l.plan()->route, "add_f32");
+  ASSERT_FALSE(l.plan()->passed_over.empty());
+  EXPECT_EQ(l.plan()->passed_over[0].reason, "unavailable:compile_failed");
+  EXPECT_NE(l.plan()->passed_over[0].detail.find("SIGSEGV"), std::string::npos) << l.plan()->passed_over[0].detail;
+  l.launch(nullptr);
+  auto got = out.download<float>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(test::f32_bits(got[size_t(i)]), test::f32_bits(ha[size_t(i)] + hb[size_t(i)]));
+}
+
 TEST_F(GpuTest, EmptyProblemIsANoOp) {
   auto rt = fresh_runtime();
   GpuTensor a(DType::f32, 0), b(DType::f32, 0), out(DType::f32, 0);

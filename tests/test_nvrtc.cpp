@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "aot_manifest.hpp"
+#include "compile_worker.hpp"
+
+#include <chrono>
 #include "error.hpp"
 #include "file_util.hpp"
 #include "nvrtc.hpp"
@@ -101,10 +104,86 @@ TEST(Prebuild, CakecBuildCli) {
   EXPECT_NE(r.out.find("summary: 6 built, 0 up to date, 0 skipped, 0 failed"), std::string::npos) << r.out;
   r = test::run(std::string(CAKEC_PATH) + " build --arch sm_90a --filter cast --out " + out);
   EXPECT_NE(r.out.find("summary: 0 built, 6 up to date"), std::string::npos) << r.out;
+  // Only the cast programs are prebuilt: strict mode still lists the add route.
+  r = test::run(std::string(CAKEC_PATH) + " --aot " + out + " doctor --strict --arch sm_90a");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.out.find("cast_bf16_to_f32_vec8 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("add_f32_vec4"), std::string::npos) << r.out;
   // The planner now sees those builds as served from aot/.
   r = test::run(std::string(CAKEC_PATH) + " --aot " + out + " list-programs --arch sm_90a");
   EXPECT_NE(r.out.find("ew_cast_acc_f32_bf16_v8"), std::string::npos);
   EXPECT_NE(r.out.find("aot"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cake
+
+namespace cake {
+namespace {
+
+RenderedProgram sample_program(const std::string& name = "ew_add_f32_v1") {
+  return render(*Registry::load_default()->program(name));
+}
+
+TEST(CompileWorker, CompilesLikeInProcess) {
+  std::string worker = find_compile_worker();
+  ASSERT_FALSE(worker.empty()) << "cake_compile_worker not found";
+  auto r = sample_program();
+  auto b = compile_in_worker(worker, r, *Arch::parse("sm_90a"), {"--gpu-architecture=sm_90a"}, 60);
+  EXPECT_TRUE(is_elf(b.cubin));
+  ASSERT_EQ(b.lowered_names.size(), 1u);
+  auto in_process = Nvrtc::instance().compile(r, *Arch::parse("sm_90a"), {"--gpu-architecture=sm_90a"});
+  EXPECT_EQ(b.lowered_names, in_process.lowered_names);
+}
+
+TEST(CompileWorker, ACrashBecomesACompileErrorNamingTheSignal) {
+  std::string worker = find_compile_worker();
+  ::setenv("CAKE_TEST_WORKER_FAULT", "crash:ew_add_f32_v1", 1);
+  try {
+    compile_in_worker(worker, sample_program(), *Arch::parse("sm_90a"), {"--gpu-architecture=sm_90a"}, 60);
+    ADD_FAILURE() << "a crashing compile succeeded";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("killed by signal SIGSEGV"), std::string::npos) << e.what();
+    EXPECT_EQ(e.program(), "ew_add_f32_v1");
+  }
+  ::unsetenv("CAKE_TEST_WORKER_FAULT");
+}
+
+TEST(CompileWorker, AHangIsKilledAtTheTimeout) {
+  std::string worker = find_compile_worker();
+  ::setenv("CAKE_TEST_WORKER_FAULT", "hang:ew_add_f32_v1", 1);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    compile_in_worker(worker, sample_program(), *Arch::parse("sm_90a"), {"--gpu-architecture=sm_90a"}, 1.0);
+    ADD_FAILURE() << "a hanging compile returned";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out after 1 s"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  ::unsetenv("CAKE_TEST_WORKER_FAULT");
+}
+
+TEST(CompileWorker, CompilerErrorsKeepTheirLog) {
+  RenderedProgram r;
+  r.name = "broken";
+  r.source = "__global__ void k() { undeclared_thing = 1; }\n";
+  r.name_expressions = {"k"};
+  r.source_hash = std::string(64, '0');
+  try {
+    compile_in_worker(find_compile_worker(), r, *Arch::parse("sm_90a"), {"--gpu-architecture=sm_90a"}, 60);
+    ADD_FAILURE();
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("undeclared_thing"), std::string::npos) << e.log();
+  }
+}
+
+TEST(CompileWorker, CakecBuildReportsACrashAndGoesOn) {
+  test::TempDir dir;
+  auto r = test::run("CAKE_TEST_WORKER_FAULT=crash:ew_add_f32_v1 " + std::string(CAKEC_PATH) +
+                     " build --arch sm_90a --filter ew_add_f32 --out " + (dir.path() / "aot").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("killed by signal SIGSEGV"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 built"), std::string::npos) << r.out;  // the other build went through
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cli_common.hpp"
+#include "driver.hpp"
 #include "env.hpp"
 #include "error.hpp"
 #include "nvrtc.hpp"
@@ -42,11 +43,16 @@ struct BuildArgs {
   int jobs = 0;
   std::string filter;
   bool force = false;
+  bool for_device = false;
 };
 
 int run_build(const Globals& g, const BuildArgs& a) {
   cake::PrebuildOptions opt;
   for (const auto& s : a.archs) opt.archs.push_back(parse_arch_arg("--arch", s));
+  if (a.for_device) {
+    if (!a.archs.empty()) throw UsageError("--for-device and --arch exclude each other");
+    opt.archs = {cake::Driver::instance().device(0).arch};  // throws without a GPU
+  }
   if (a.jobs < 0) throw UsageError("-j: must be >= 0");
   if (!a.filter.empty()) {
     try {
@@ -95,6 +101,7 @@ void add_build_commands(CLI::App& app, Globals& g, int& exit_code) {
   bc->add_option("-j,--jobs", b->jobs, "parallel compiles (default: one per core)");
   bc->add_option("--filter", b->filter, "only programs whose name matches this regex");
   bc->add_flag("--force", b->force, "rebuild even when the cubin is current");
+  bc->add_flag("--for-device", b->for_device, "every program registered for GPU 0's arch");
   bc->callback([&g, &exit_code, b] { exit_code = run_build(g, *b); });
 }
 

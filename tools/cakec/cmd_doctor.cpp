@@ -14,6 +14,54 @@
 namespace cakec {
 namespace {
 
+struct DoctorArgs {
+  bool strict = false;
+  std::string arch;
+};
+
+// Every candidate this device's arch admits whose stages could not be served without JIT.
+int run_strict(const Globals& g, const DoctorArgs& a) {
+  cake::Arch arch;
+  if (!a.arch.empty()) {
+    arch = parse_arch_arg("--arch", a.arch);
+  } else {
+    auto& drv = cake::Driver::instance();
+    if (!drv.available() || drv.device_count() == 0)
+      throw UsageError("--strict needs a GPU or --arch (" + drv.missing_reason() + ")");
+    arch = drv.device(0).arch;
+  }
+  Context ctx = load_context(g);
+  cake::AvailabilityRule offline(*ctx.registry, ctx.aot ? &*ctx.aot : nullptr, cake::NvrtcInfo{}, false);
+  std::vector<std::vector<std::string>> rows;
+  int ops_without = 0;
+  for (const auto& r : ctx.registry->routes()) {
+    bool any = false, op_servable = false;
+    for (const auto& c : r.candidates) {
+      bool admits = c.window.archs.empty();
+      for (const auto& p : c.window.archs) admits = admits || p.matches(arch);
+      if (!admits) continue;
+      any = true;
+      std::string missing;
+      for (const auto& s : c.stages) {
+        auto av = offline.check(*ctx.registry->program(s.program), arch);
+        if (!av.available()) missing += (missing.empty() ? "" : ", ") + s.program + " (" + av.reason + ")";
+      }
+      if (missing.empty()) op_servable = true;
+      else rows.push_back({r.op, c.name, missing});
+    }
+    if (any && !op_servable) ++ops_without;
+  }
+  std::cout << "strict: " << arch.str() << ", aot " << (ctx.aot_dir.empty() ? "(none)" : ctx.aot_dir) << "\n";
+  if (rows.empty()) {
+    std::cout << "every route this arch admits is served without JIT\n";
+    return kOk;
+  }
+  std::cout << format_table({"OP", "CANDIDATE", "NEEDS JIT FOR"}, rows);
+  std::cout << rows.size() << " candidates need JIT; " << ops_without
+            << " ops have no candidate served without JIT (prebuild: cakec build --for-device)\n";
+  return kFailure;
+}
+
 int run_doctor(const Globals& g) {
   int status = kOk;
   auto line = [](const std::string& k, const std::string& v) {
@@ -70,8 +118,12 @@ int run_doctor(const Globals& g) {
 }  // namespace
 
 void add_doctor_command(CLI::App& app, Globals& g, int& exit_code) {
+  auto a = std::make_shared<DoctorArgs>();
   auto* c = app.add_subcommand("doctor", "What cake found: libcuda, libnvrtc, toolkit, devices, cache, registry");
-  c->callback([&g, &exit_code] { exit_code = run_doctor(g); });
+  c->add_flag("--strict", a->strict,
+              "list every candidate this device could not serve without JIT (exit 1 if any)");
+  c->add_option("--arch", a->arch, "with --strict: the arch to check (default GPU 0's)");
+  c->callback([&g, &exit_code, a] { exit_code = a->strict ? run_strict(g, *a) : run_doctor(g); });
 }
 
 }  // namespace cakec
