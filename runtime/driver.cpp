@@ -85,6 +85,7 @@ void throw_driver_error(const char* call, CUresult r) {
 const DeviceInfo& Driver::device(int ordinal) {
   static std::mutex mu;
   std::lock_guard lock(mu);
+  if (!api_) throw LibraryMissing(missing_);
   if (ordinal < 0 || ordinal >= device_count_)
     throw ArgumentError("device", "ordinal " + std::to_string(ordinal) + " out of range (" +
                                       std::to_string(device_count_) + " devices)");

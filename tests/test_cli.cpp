@@ -195,6 +195,15 @@ TEST(Cli, DoctorStrictListsWhatNeedsJit) {
   EXPECT_EQ(run(kCakec + " doctor --strict --arch sm90").code, 2);
 }
 
+TEST(Cli, BuildForDeviceWithoutGpuSaysWhy) {
+  auto& drv = Driver::instance();
+  if (drv.available() && drv.device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  auto r = run(kCakec + " build --for-device --out /tmp/cake-never-written");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("libcuda"), std::string::npos) << r.out;
+  EXPECT_EQ(run(kCakec + " build --for-device --arch sm_90a").code, 2);
+}
+
 TEST(Cli, CacheListAndClear) {
   test::TempDir dir;
   std::string env = "CAKE_CACHE_DIR=" + dir.path().string() + " ";

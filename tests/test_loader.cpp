@@ -1,10 +1,12 @@
 // The loader without a GPU: cache keys, the disk cache (write, read, corrupt, racing
 // processes), single flight against a fake compiler, aot/ checks, error paths.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -249,6 +251,108 @@ TEST(Loader, AotIsUsedAndCheckedBeforeAnythingElse) {
   Loader loader(o);
   EXPECT_EQ(loader.binary(f.program, f.build)->from, ServedFrom::jit);
   EXPECT_EQ(compiles.load(), 1);
+}
+
+}  // namespace
+}  // namespace cake
+
+namespace cake {
+namespace {
+
+TEST(DiskCache, FoldersArePrivateAndOthersWritableFoldersAreNotLoaded) {
+  test::TempDir dir;
+  DiskCache cache(dir.path() / "cache");
+  std::string key(64, 'c');
+  ASSERT_TRUE(cache.put(key, "prog", {"cubin", {"_Zk"}}));
+  auto shard = cache.entry_path(key).parent_path();
+  struct stat st {};
+  ASSERT_EQ(::stat(shard.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u) << std::oct << st.st_mode;
+  ASSERT_TRUE(cache.get(key));
+  ::chmod(shard.c_str(), 0777);  // anyone could plant a cubin here now
+  EXPECT_FALSE(cache.get(key));
+  EXPECT_TRUE(std::filesystem::exists(cache.entry_path(key)));  // refused, not deleted
+  ::chmod(shard.c_str(), 0700);
+  EXPECT_TRUE(cache.get(key));
+}
+
+TEST(DiskCache, TempFilesOfDeadWritersAreCleaned) {
+  test::TempDir dir;
+  DiskCache cache(dir.path());
+  std::string key(64, 'b');
+  ASSERT_TRUE(cache.put(key, "prog", {"cubin", {}}));
+  auto entry = cache.entry_path(key);
+  // A pid that cannot be alive (above pid_max) and this process's own.
+  auto dead = entry.string() + ".tmp.2147483646.7", live = entry.string() + ".tmp." + std::to_string(::getpid()) + ".8";
+  std::ofstream(dead) << "half a cubin";
+  std::ofstream(live) << "being written";
+  ASSERT_TRUE(cache.put(key, "prog", {"cubin2", {}}));
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(live));
+}
+
+// 8 processes race for one uncached build; the one that compiles is killed with SIGKILL in
+// the middle of its compile. The others must not hang on its lock, one of them compiles,
+// all of them finish, and no partial entry or temp file is left.
+TEST(Loader, KillNineOfTheCompilingProcessLosesNothing) {
+  Fixture f;
+  test::TempDir dir;
+  auto starts = dir.path() / "starts.log";
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      LoaderOptions o;
+      o.cache_dir = dir.path() / "cache";
+      o.nvrtc_version = [] { return std::string("13.0"); };
+      o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
+        std::ofstream(starts, std::ios::app) << ::getpid() << "\n" << std::flush;
+        std::this_thread::sleep_for(std::chrono::milliseconds(800));
+        return fake_binary(p);
+      };
+      int rc = 0;
+      try {
+        Loader loader(o);
+        rc = loader.binary(f.program, f.build)->cubin.find("fake cubin") == std::string::npos;
+      } catch (...) {
+        rc = 2;
+      }
+      ::_exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  // Wait for the first compile to start, then kill its process.
+  pid_t victim = 0;
+  for (int i = 0; i < 200 && victim == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto log = read_file(starts);
+    if (log && !log->empty()) victim = pid_t(std::atol(log->c_str()));
+  }
+  ASSERT_NE(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  int finished = 0;
+  for (pid_t k : kids) {
+    int status = 0;
+    ::waitpid(k, &status, 0);
+    if (k == victim) {
+      EXPECT_TRUE(WIFSIGNALED(status));
+      continue;
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ++finished;
+  }
+  EXPECT_EQ(finished, 7);
+  auto log = read_file(starts).value_or("");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;  // the victim and one successor
+  int temps = 0, entries = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path() / "cache")) {
+    std::string name = e.path().filename().string();
+    temps += name.find(".tmp.") != std::string::npos;
+    entries += e.path().extension() == ".cubin";
+  }
+  EXPECT_EQ(temps, 0);
+  EXPECT_EQ(entries, 1);
 }
 
 }  // namespace
