@@ -3,11 +3,25 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
+
+#include "availability.hpp"
+#include "registry.hpp"
 
 namespace cake::test {
 
 inline const std::string kHash(64, 'a');
+
+// Availability for planner tests: every build of `reg` is served by JIT.
+inline auto all_jit(std::shared_ptr<const Registry> reg) {
+  return [reg](const Program& p, const Arch& a) {
+    Availability av;
+    av.by = ServedBy::jit;
+    av.build = reg->build(p.name, a);
+    return av;
+  };
+}
 
 inline nlohmann::json fixture_registry() {
   using nlohmann::json;

@@ -10,6 +10,7 @@
 
 #include "driver.hpp"
 #include "driver_types.hpp"
+#include "error.hpp"
 #include "tensor.hpp"
 
 namespace cake::test {
@@ -81,6 +82,18 @@ class GpuTensor {
   DLTensor dl_{};
   int64_t shape_[1];
 };
+
+// `call` must throw ArgumentError naming `arg`, with `text` in its message.
+template <typename F>
+void expect_argument_error(F&& call, const std::string& arg, const std::string& text) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted; expected an error about " << arg;
+  } catch (const ArgumentError& e) {
+    EXPECT_EQ(e.argument(), arg) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
 
 inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);

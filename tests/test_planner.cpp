@@ -222,12 +222,7 @@ TEST_F(PlannerTest, FormatExplainsTheChoice) {
 // The real elementwise routes over the embedded registry.
 TEST(ElementwisePlans, VectorProgramsNeedAlignmentAndDivisibility) {
   auto reg = Registry::load_default();
-  Planner pl(reg, [&](const Program& p, const Arch& a) {
-    Availability av;
-    av.by = ServedBy::jit;
-    av.build = reg->build(p.name, a);
-    return av;
-  });
+  Planner pl(reg, test::all_jit(reg));
   Device d{*Arch::parse("sm_90a"), 132};
   Problem p;
   p.op = "elementwise.add";

@@ -283,12 +283,7 @@ TEST(FuzzFindings, ReplayAsCleanErrors) {
 
 TEST(FuzzFindings, CeilDivScratchNearInt64MaxHasNoOverflow) {
   auto reg = Registry::load_default();
-  Planner pl(reg, [&](const Program& p, const Arch& a) {
-    Availability av;
-    av.by = ServedBy::jit;
-    av.build = reg->build(p.name, a);
-    return av;
-  });
+  Planner pl(reg, test::all_jit(reg));
   Problem p;
   p.op = "rmsnorm.bwd";
   p.dims = {{"t", INT64_MAX}, {"h", 256}};

@@ -115,20 +115,13 @@ int run_bench_rmsnorm(std::vector<int64_t> hs, std::vector<int64_t> ts) {
       double fwd_bytes = double(n) * 4 + double(H) * 2 + double(T) * 4;
       double bwd_bytes = double(n) * 6 + double(H) * 4 + double(T) * 4;
       double f_tbps = fwd_bytes / fwd_ms / 1e9, b_tbps = bwd_bytes / bwd_ms / 1e9;
-      std::snprintf(buf, sizeof(buf), "%.1f", fwd_ms * 1000);
-      std::string f_us = buf;
-      std::snprintf(buf, sizeof(buf), "%.2f", f_tbps);
-      std::string f_t = buf;
-      std::snprintf(buf, sizeof(buf), "%.0f%%", 100 * f_tbps / copy_tbps);
-      std::string f_pct = buf;
-      std::snprintf(buf, sizeof(buf), "%.1f", bwd_ms * 1000);
-      std::string b_us = buf;
-      std::snprintf(buf, sizeof(buf), "%.2f", b_tbps);
-      std::string b_t = buf;
-      std::snprintf(buf, sizeof(buf), "%.0f%%", 100 * b_tbps / copy_tbps);
-      std::string b_pct = buf;
-      std::snprintf(buf, sizeof(buf), "%.1f%%", 100 * fin_ms / bwd_ms);
-      rows.push_back({std::to_string(H), std::to_string(T), f_us, f_t, f_pct, b_us, b_t, b_pct, buf,
+      auto f = [&](const char* format, double v) {
+        std::snprintf(buf, sizeof(buf), format, v);
+        return std::string(buf);
+      };
+      rows.push_back({std::to_string(H), std::to_string(T), f("%.1f", fwd_ms * 1000), f("%.2f", f_tbps),
+                      f("%.0f%%", 100 * f_tbps / copy_tbps), f("%.1f", bwd_ms * 1000), f("%.2f", b_tbps),
+                      f("%.0f%%", 100 * b_tbps / copy_tbps), f("%.1f%%", 100 * fin_ms / bwd_ms),
                       fwd.plan()->route, bwd.plan()->route});
     }
   std::cout << format_table({"H", "T", "FWD_US", "FWD_TB/S", "OF_COPY", "BWD_US", "BWD_TB/S", "OF_COPY", "FINALIZE",
