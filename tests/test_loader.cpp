@@ -168,28 +168,28 @@ TEST(Loader, DiskCacheServesASecondLoader) {
   EXPECT_EQ(third.binary(f.program, f.build)->from, ServedFrom::jit);
 }
 
-TEST(Loader, RacingProcessesCompileOnce) {
-  Fixture f;
-  test::TempDir dir;
-  auto counter = dir.path() / "compiles.log";
+// Forks n processes that each ask a fresh Loader on `cache` for f's build. Their compiler is
+// fake: it appends the process id to `starts` and takes `compile_ms`. A child exits 0 when it
+// got the cubin.
+std::vector<pid_t> spawn_racers(int n, const Fixture& f, const std::filesystem::path& cache,
+                                const std::filesystem::path& starts, int compile_ms) {
   std::vector<pid_t> kids;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < n; ++i) {
     pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
+    if (pid < 0) break;
     if (pid == 0) {
       LoaderOptions o;
-      o.cache_dir = dir.path() / "cache";
+      o.cache_dir = cache;
       o.nvrtc_version = [] { return std::string("13.0"); };
       o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
-        std::ofstream(counter, std::ios::app) << ::getpid() << "\n";
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::ofstream(starts, std::ios::app) << ::getpid() << "\n" << std::flush;
+        std::this_thread::sleep_for(std::chrono::milliseconds(compile_ms));
         return fake_binary(p);
       };
       int rc = 0;
       try {
         Loader loader(o);
-        auto b = loader.binary(f.program, f.build);
-        rc = b->cubin.find("fake cubin") == std::string::npos;
+        rc = loader.binary(f.program, f.build)->cubin.find("fake cubin") == std::string::npos;
       } catch (...) {
         rc = 2;
       }
@@ -197,6 +197,15 @@ TEST(Loader, RacingProcessesCompileOnce) {
     }
     kids.push_back(pid);
   }
+  return kids;
+}
+
+TEST(Loader, RacingProcessesCompileOnce) {
+  Fixture f;
+  test::TempDir dir;
+  auto counter = dir.path() / "compiles.log";
+  std::vector<pid_t> kids = spawn_racers(8, f, dir.path() / "cache", counter, 200);
+  ASSERT_EQ(kids.size(), 8u);
   for (pid_t k : kids) {
     int status = 0;
     ::waitpid(k, &status, 0);
@@ -298,30 +307,8 @@ TEST(Loader, KillNineOfTheCompilingProcessLosesNothing) {
   Fixture f;
   test::TempDir dir;
   auto starts = dir.path() / "starts.log";
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 8; ++i) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      LoaderOptions o;
-      o.cache_dir = dir.path() / "cache";
-      o.nvrtc_version = [] { return std::string("13.0"); };
-      o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
-        std::ofstream(starts, std::ios::app) << ::getpid() << "\n" << std::flush;
-        std::this_thread::sleep_for(std::chrono::milliseconds(800));
-        return fake_binary(p);
-      };
-      int rc = 0;
-      try {
-        Loader loader(o);
-        rc = loader.binary(f.program, f.build)->cubin.find("fake cubin") == std::string::npos;
-      } catch (...) {
-        rc = 2;
-      }
-      ::_exit(rc);
-    }
-    kids.push_back(pid);
-  }
+  std::vector<pid_t> kids = spawn_racers(8, f, dir.path() / "cache", starts, 800);
+  ASSERT_EQ(kids.size(), 8u);
   // Wait for the first compile to start, then kill its process.
   pid_t victim = 0;
   for (int i = 0; i < 200 && victim == 0; ++i) {
