@@ -11,15 +11,6 @@
 namespace cake {
 namespace fs = std::filesystem;
 
-const char* served_from_name(ServedFrom s) {
-  switch (s) {
-    case ServedFrom::aot: return "aot";
-    case ServedFrom::disk: return "disk";
-    case ServedFrom::jit: return "jit";
-  }
-  return "?";
-}
-
 Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
   if (!opt_.compile) opt_.compile = compile_isolated;
   if (opt_.cache_dir) disk_.emplace(*opt_.cache_dir);

@@ -25,7 +25,6 @@
 namespace cake {
 
 enum class ServedFrom : uint8_t { aot, disk, jit };
-const char* served_from_name(ServedFrom s);
 
 struct LoadedBinary {
   std::string cubin;

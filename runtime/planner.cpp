@@ -14,16 +14,6 @@ std::string join_bind(const std::map<std::string, std::string>& bind) {
 
 }  // namespace
 
-std::string Problem::key() const {
-  std::string k = op;
-  for (const auto& [n, v] : dims) k += "|" + n + "=" + std::to_string(v);
-  for (const auto& [n, t] : dtypes) k += "|" + n + ":" + dtype_name(t);
-  for (const auto& [n, a] : align) k += "|" + n + "@" + std::to_string(a);
-  k += accumulate ? "|acc" : "";
-  k += deterministic ? "|det" : "|nondet";
-  return k;
-}
-
 std::string Problem::describe() const {
   std::ostringstream o;
   o << op << " (";

@@ -24,7 +24,6 @@ struct Problem {
   std::map<std::string, int> align;  // byte alignment of each pointer argument (absent: 1)
   bool accumulate = false;
   bool deterministic = true;
-  std::string key() const;
   std::string describe() const;
   uint64_t hash() const;
   bool operator==(const Problem&) const = default;
