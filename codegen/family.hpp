@@ -27,6 +27,7 @@ struct FamilySpec {
 
 FamilySpec elementwise_family();
 FamilySpec rmsnorm_family();
+FamilySpec grouped_gemm_family();
 
 // Every family, in the order their files are written.
 std::vector<FamilySpec> all_families();

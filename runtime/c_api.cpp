@@ -45,6 +45,13 @@ cake_status guarded(F&& f) {
   }
 }
 
+cake::ops::OpOptions options(int deterministic, const char* candidate) {
+  cake::ops::OpOptions opt;
+  opt.deterministic = deterministic != 0;
+  if (candidate) opt.candidate = candidate;
+  return opt;
+}
+
 cake_status null_arg(const char* name) {
   last_error = std::string("argument '") + name + "': null";
   return CAKE_ERROR_ARGUMENT;
@@ -138,6 +145,56 @@ cake_status cake_prepare_rmsnorm_bwd(cake_runtime* rt, const DLTensor* dx, const
   *launch = nullptr;
   return guarded([&] {
     *launch = new cake_launch{cake::ops::prepare_rmsnorm_bwd(rt->rt, *dx, *dw, *dy, *x, *rstd, *w), {}};
+  });
+}
+
+cake_status cake_prepare_grouped_gemm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* x,
+                                          const DLTensor* w, const DLTensor* offs, int deterministic,
+                                          const char* candidate, cake_launch** launch) {
+  if (!rt) return null_arg("rt");
+  if (!y) return null_arg("y");
+  if (!x) return null_arg("x");
+  if (!w) return null_arg("w");
+  if (!offs) return null_arg("offs");
+  if (!launch) return null_arg("launch");
+  *launch = nullptr;
+  return guarded([&] {
+    *launch = new cake_launch{
+        cake::ops::prepare_grouped_gemm_fwd(rt->rt, *y, *x, *w, *offs, options(deterministic, candidate)), {}};
+  });
+}
+
+cake_status cake_prepare_grouped_gemm_dgrad(cake_runtime* rt, const DLTensor* dx, const DLTensor* g,
+                                            const DLTensor* w, const DLTensor* offs, int deterministic,
+                                            const char* candidate, cake_launch** launch) {
+  if (!rt) return null_arg("rt");
+  if (!dx) return null_arg("dx");
+  if (!g) return null_arg("g");
+  if (!w) return null_arg("w");
+  if (!offs) return null_arg("offs");
+  if (!launch) return null_arg("launch");
+  *launch = nullptr;
+  return guarded([&] {
+    *launch = new cake_launch{
+        cake::ops::prepare_grouped_gemm_dgrad(rt->rt, *dx, *g, *w, *offs, options(deterministic, candidate)), {}};
+  });
+}
+
+cake_status cake_prepare_grouped_gemm_wgrad(cake_runtime* rt, const DLTensor* dw, const DLTensor* g,
+                                            const DLTensor* x, const DLTensor* offs, int accumulate,
+                                            int deterministic, const char* candidate,
+                                            cake_launch** launch) {
+  if (!rt) return null_arg("rt");
+  if (!dw) return null_arg("dw");
+  if (!g) return null_arg("g");
+  if (!x) return null_arg("x");
+  if (!offs) return null_arg("offs");
+  if (!launch) return null_arg("launch");
+  *launch = nullptr;
+  return guarded([&] {
+    *launch = new cake_launch{cake::ops::prepare_grouped_gemm_wgrad(rt->rt, *dw, *g, *x, *offs, accumulate != 0,
+                                                                    options(deterministic, candidate)),
+                              {}};
   });
 }
 

@@ -49,6 +49,20 @@ cake_status cake_prepare_rmsnorm_bwd(cake_runtime* rt, const DLTensor* dx, const
                                      const DLTensor* dy, const DLTensor* x, const DLTensor* rstd,
                                      const DLTensor* w, cake_launch** launch);
 
+/* grouped_gemm: see runtime/ops.hpp. offs: [E] int32 cumulative group ends, on the device.
+ * candidate: NULL or "" for the planner's choice, else the name of the one route candidate
+ * to consider (e.g. a portable program on a Hopper part). */
+cake_status cake_prepare_grouped_gemm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* x,
+                                          const DLTensor* w, const DLTensor* offs, int deterministic,
+                                          const char* candidate, cake_launch** launch);
+cake_status cake_prepare_grouped_gemm_dgrad(cake_runtime* rt, const DLTensor* dx, const DLTensor* g,
+                                            const DLTensor* w, const DLTensor* offs, int deterministic,
+                                            const char* candidate, cake_launch** launch);
+cake_status cake_prepare_grouped_gemm_wgrad(cake_runtime* rt, const DLTensor* dw, const DLTensor* g,
+                                            const DLTensor* x, const DLTensor* offs, int accumulate,
+                                            int deterministic, const char* candidate,
+                                            cake_launch** launch);
+
 /* One-call forms: prepare + launch. */
 cake_status cake_add(cake_runtime* rt, const DLTensor* out, const DLTensor* a, const DLTensor* b,
                      void* stream);

@@ -40,6 +40,10 @@ Driver::Driver() {
   if (api->name == nullptr) absent += std::string(absent.empty() ? "" : ", ") + CAKE_STR(name);
   CAKE_DRIVER_FUNCTIONS(CAKE_DRIVER_LOAD)
 #undef CAKE_DRIVER_LOAD
+#define CAKE_DRIVER_LOAD_OPTIONAL(name) \
+  api->name = reinterpret_cast<decltype(api->name)>(::dlsym(handle, CAKE_STR(name)));
+  CAKE_DRIVER_OPTIONAL_FUNCTIONS(CAKE_DRIVER_LOAD_OPTIONAL)
+#undef CAKE_DRIVER_LOAD_OPTIONAL
 #undef CAKE_STR
 #undef CAKE_STR2
   if (!absent.empty()) {

@@ -24,11 +24,17 @@ namespace cake {
   X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture)                     \
   X(cuStreamIsCapturing) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)      \
   X(cuGraphDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute)                 \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+
+// Entry points a driver may lack without making it unusable: null when absent, and the
+// code that needs one says so. cuTensorMapEncodeTiled (TMA descriptors) came with 12.0.
+#define CAKE_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuTensorMapEncodeTiled)
 
 struct DriverApi {
 #define CAKE_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   CAKE_DRIVER_FUNCTIONS(CAKE_DRIVER_MEMBER)
+  CAKE_DRIVER_OPTIONAL_FUNCTIONS(CAKE_DRIVER_MEMBER)
 #undef CAKE_DRIVER_MEMBER
 };
 

@@ -9,7 +9,7 @@ namespace cake {
 std::vector<void*> ArgPack::pointers() {
   std::vector<void*> out;
   out.reserve(offsets_.size());
-  for (size_t off : offsets_) out.push_back(bytes_.data() + off);
+  for (size_t off : offsets_) out.push_back(data() + off);
   return out;
 }
 
@@ -18,6 +18,31 @@ Launch::Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> s
     : ctx_(ctx), plan_(plan), stages_(std::move(stages)), scratch_(std::move(scratch)) {
   for (auto& s : stages_) s.arg_pointers = s.args.pointers();
 }
+
+Launch Launch::zero_fill(CUcontext ctx, CUdeviceptr ptr, size_t bytes, std::string why) {
+  if (bytes % 4 != 0) throw Error("zero fill of " + std::to_string(bytes) + " bytes: not a multiple of 4");
+  std::vector<LaunchStage> stages;
+  if (bytes > 0) {
+    LaunchStage s;
+    s.memset_ptr = ptr;
+    s.memset_bytes = bytes;
+    s.what = std::move(why);
+    stages.push_back(std::move(s));
+  }
+  return Launch(ctx, nullptr, std::move(stages), DeviceBuffer());
+}
+
+namespace {
+CUresult enqueue(const DriverApi& api, const LaunchStage& s, CUstream stream, const char*& call) {
+  if (!s.function) {
+    call = "cuMemsetD32Async";
+    return api.cuMemsetD32Async(s.memset_ptr, 0u, s.memset_bytes / 4, stream);
+  }
+  call = "cuLaunchKernel";
+  return api.cuLaunchKernel(s.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1], s.block[2],
+                            s.smem, stream, const_cast<void**>(s.arg_pointers.data()), nullptr);
+}
+}  // namespace
 
 void Launch::launch(CUstream stream) const {
   if (stages_.empty()) return;
@@ -34,11 +59,10 @@ void Launch::launch(CUstream stream) const {
   CUresult r = CUDA_SUCCESS;
   const char* failed = nullptr;
   for (const auto& s : stages_) {
-    r = api.cuLaunchKernel(s.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
-                           s.block[2], s.smem, stream, const_cast<void**>(s.arg_pointers.data()),
-                           nullptr);
+    const char* call = nullptr;
+    r = enqueue(api, s, stream, call);
     if (r != CUDA_SUCCESS) {
-      failed = "cuLaunchKernel";
+      failed = call;
       break;
     }
   }
@@ -52,12 +76,18 @@ void Launch::launch(CUstream stream) const {
 void Launch::launch_stage(size_t i, CUstream stream) const {
   const LaunchStage& s = stages_.at(i);
   ContextGuard guard(ctx_);
-  CAKE_CU(cuLaunchKernel(s.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1], s.block[2],
-                         s.smem, stream, const_cast<void**>(s.arg_pointers.data()), nullptr));
+  const char* call = nullptr;
+  CUresult r = enqueue(Driver::instance().api(), s, stream, call);
+  if (r != CUDA_SUCCESS) throw_driver_error(call, r);
 }
 
 std::string Launch::describe() const {
-  if (!plan()) return "empty problem: nothing to launch\n";
+  if (!plan()) {
+    if (stages_.empty()) return "empty problem: nothing to launch\n";
+    std::string out;
+    for (const auto& s : stages_) out += "no kernel: " + s.what + " (zero fill of " + std::to_string(s.memset_bytes) + " bytes)\n";
+    return out;
+  }
   const Plan& p = *plan();
   std::ostringstream o;
   o << "route " << p.route << " (accumulate " << accumulate_name(p.accumulate) << ", "
@@ -66,7 +96,9 @@ std::string Launch::describe() const {
   for (const auto& r : p.passed_over) o << "  passed over " << r.candidate << ": " << r.reason << " - " << r.detail << "\n";
   for (size_t i = 0; i < p.stages.size(); ++i)
     o << "  stage " << i + 1 << ": " << p.stages[i].program->name << " [" << p.stages[i].build->arch.str()
-      << "] grid " << stages_[i].grid[0] << " x block " << stages_[i].block[0] << "\n";
+      << "] grid " << stages_[i].grid[0] << " x block " << stages_[i].block[0]
+      << (stages_[i].smem ? ", " + std::to_string(stages_[i].smem) + " bytes of dynamic smem" : std::string())
+      << "\n";
   return o.str();
 }
 

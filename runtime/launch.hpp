@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "driver_types.hpp"
@@ -14,27 +15,46 @@
 
 namespace cake {
 
-// Kernel arguments packed by value into one buffer, each at its natural alignment.
+// Kernel arguments packed by value into one buffer, each at its natural alignment, the way
+// the compiler lays out a kernel's parameters (a struct of them): offsets() are the
+// parameter offsets, and the buffer itself is 64-byte aligned, so an alignas(64) argument
+// (a CUtensorMap) sits at an address of its own alignment, not merely at an aligned offset.
 class ArgPack {
  public:
+  static constexpr size_t kMaxAlign = 64;
   template <typename T>
   void add(const T& v) {
-    size_t off = (bytes_.size() + alignof(T) - 1) / alignof(T) * alignof(T);
-    bytes_.resize(off + sizeof(T));
-    std::memcpy(bytes_.data() + off, &v, sizeof(T));
+    static_assert(alignof(T) <= kMaxAlign, "ArgPack aligns arguments to at most 64 bytes");
+    static_assert(std::is_trivially_copyable_v<T>, "kernel arguments are copied as bytes");
+    size_t off = (size_ + alignof(T) - 1) / alignof(T) * alignof(T);
+    size_ = off + sizeof(T);
+    blocks_.resize((size_ + kMaxAlign - 1) / kMaxAlign);
+    std::memcpy(data() + off, &v, sizeof(T));
     offsets_.push_back(off);
   }
   // Pointers into the buffer, as cuLaunchKernel takes them. Valid while the pack lives and
   // is not changed.
   std::vector<void*> pointers();
+  const std::vector<size_t>& offsets() const { return offsets_; }
+  size_t size() const { return size_; }  // bytes, the last argument's end
 
  private:
-  std::vector<unsigned char> bytes_;
+  struct alignas(kMaxAlign) Block {
+    unsigned char bytes[kMaxAlign];
+  };
+  unsigned char* data() { return reinterpret_cast<unsigned char*>(blocks_.data()); }
+  std::vector<Block> blocks_;
+  size_t size_ = 0;
   std::vector<size_t> offsets_;
 };
 
+// A kernel launch, or (function null, memset_bytes > 0) a stream-ordered zero fill of
+// memset_bytes (a multiple of 4) at memset_ptr: both can be captured into a CUDA graph.
 struct LaunchStage {
   CUfunction function = nullptr;
+  CUdeviceptr memset_ptr = 0;
+  size_t memset_bytes = 0;
+  std::string what;  // for describe(), when there is no plan (a zero fill)
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned smem = 0;
@@ -49,6 +69,9 @@ class Launch {
   // kernels live in the Runtime's modules too).
   Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages,
          DeviceBuffer scratch);
+  // No kernel: `bytes` (a multiple of 4) at `ptr` set to zero on the stream, for a problem
+  // whose whole output is defined to be zeros (a grouped wgrad with no rows, say).
+  static Launch zero_fill(CUcontext ctx, CUdeviceptr ptr, size_t bytes, std::string why);
   Launch(Launch&&) noexcept = default;
   Launch& operator=(Launch&&) noexcept = default;
   Launch(const Launch&) = delete;

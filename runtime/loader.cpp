@@ -143,3 +143,17 @@ CUfunction Loader::function(const Program& program, const Build& build, int kern
 }
 
 }  // namespace cake
+
+namespace cake {
+
+void Loader::ensure_dynamic_smem(CUfunction f, int bytes) {
+  constexpr int kDefaultLimit = 48 * 1024;
+  if (bytes <= kDefaultLimit) return;
+  std::lock_guard lock(module_mu_);
+  int& have = dynamic_smem_[f];
+  if (have >= bytes) return;
+  CAKE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes));
+  have = bytes;
+}
+
+}  // namespace cake

@@ -59,6 +59,11 @@ class Loader {
   // The kernel in context `ctx`, which must be current. Loads the module on first use.
   CUfunction function(const Program& program, const Build& build, int kernel, CUcontext ctx);
 
+  // Lets `f` (a kernel of this loader, its context current) take `bytes` of dynamic shared
+  // memory: above the 48 KiB default a kernel must opt in (cuFuncSetAttribute), once per
+  // function and size; later calls with the same or a smaller size cost a map lookup.
+  void ensure_dynamic_smem(CUfunction f, int bytes);
+
   const LoaderStats& stats() const { return stats_; }
   const DiskCache* disk_cache() const { return disk_ ? &*disk_ : nullptr; }
 
@@ -78,6 +83,7 @@ class Loader {
   };
   std::mutex module_mu_;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedModule>> modules_;
+  std::map<CUfunction, int> dynamic_smem_;  // under module_mu_: the size each function opted in to
 };
 
 }  // namespace cake

@@ -27,6 +27,9 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
     LaunchStage ls;
     ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx);
     bind(p, s, args, ls);
+    // Kernels above the 48 KiB default opt in once; the planner has already passed over
+    // programs that need more than the device allows.
+    if (ls.function && ls.smem > 0) rt.loader().ensure_dynamic_smem(ls.function, int(ls.smem));
     stages.push_back(std::move(ls));
   }
   return Launch(dc.ctx, plan, std::move(stages), std::move(scratch));

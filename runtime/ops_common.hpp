@@ -20,6 +20,11 @@ using ArgMap = std::map<std::string, uintptr_t>;
 using Binder = std::function<void(const Plan& plan, const PlannedStage& stage, const ArgMap& args,
                                   LaunchStage& out)>;
 
+// Binds a stage of an elementwise program (smxx_elementwise.cuh: add, cast, cast_accumulate)
+// over n elements: the second half of composed routes of other families too. Kernel
+// parameters are resolved through the stage's bind map ("out" -> "scratch", ...).
+Binder elementwise_binder(int64_t n, int sm_count);
+
 // Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
 // cake::Error listing every candidate's reason when there is no route.
 const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);

@@ -13,6 +13,8 @@ namespace {
 const std::map<std::string, std::vector<std::string>> kParams = {
     {"add", {"out", "a", "b"}}, {"cast", {"out", "in"}}, {"cast_accumulate", {"out", "in"}}};
 
+}  // namespace
+
 Binder elementwise_binder(int64_t n, int sm_count) {
   return [n, sm_count](const Plan&, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
     const auto& params = s.program->params;
@@ -33,12 +35,15 @@ Binder elementwise_binder(int64_t n, int sm_count) {
   };
 }
 
+namespace {
+
 Problem base_problem(const std::string& op, const std::vector<const TensorView*>& args, int64_t n,
                      const OpOptions& opt) {
   Problem p;
   p.op = op;
   p.dims["n"] = n;
   p.deterministic = opt.deterministic;
+  p.candidate = opt.candidate;
   for (const TensorView* t : args) {
     p.dtypes[t->name] = t->dtype;
     p.align[t->name] = t->alignment();

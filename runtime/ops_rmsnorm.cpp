@@ -90,6 +90,7 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
   p.op = "rmsnorm.fwd";
   p.dims = {{"t", T}, {"h", H}, {"residual", res ? 1 : 0}};
   p.deterministic = opt.deterministic;
+  p.candidate = opt.candidate;
   for (const TensorView* t : {&x, &y, &rstd, &w}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
   if (res)
     for (const TensorView* t : {&*res, &*hout}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
@@ -139,6 +140,7 @@ Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw
   p.op = "rmsnorm.bwd";
   p.dims = {{"t", T}, {"h", H}};
   p.deterministic = opt.deterministic;
+  p.candidate = opt.candidate;
   for (const TensorView* t : {&dx, &dw, &dy, &x, &rstd, &w}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
   ArgMap args = {{"dx", dx.data}, {"dw", dw.data}, {"dy", dy.data}, {"x", x.data}, {"rstd", rstd.data}, {"w", w.data}};
   const int64_t dys = row_stride(dy), xs = row_stride(x), dxs = row_stride(dx);

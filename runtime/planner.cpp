@@ -1,5 +1,6 @@
 #include "planner.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -22,12 +23,13 @@ std::string Problem::describe() const {
   o << ";";
   for (const auto& [n, t] : dtypes) o << " " << n << "=" << dtype_name(t);
   o << (accumulate ? "; accumulate" : "") << (deterministic ? "; deterministic" : "; non-deterministic allowed")
-    << ")";
+    << (candidate.empty() ? "" : "; candidate " + candidate) << ")";
   return o.str();
 }
 
 std::string Device::describe() const {
-  return arch.str() + ", " + std::to_string(sm_count) + " SMs";
+  return arch.str() + ", " + std::to_string(sm_count) + " SMs" +
+         (max_smem_optin > 0 ? ", " + std::to_string(max_smem_optin) + " bytes of smem per block" : "");
 }
 
 std::optional<Rejection> Planner::check_window(const Candidate& c, const Problem& p,
@@ -102,7 +104,18 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
     result.error = "unknown op '" + problem.op + "' (known: " + known + ")";
     return result;
   }
+  if (!problem.candidate.empty() &&
+      std::none_of(route->candidates.begin(), route->candidates.end(),
+                   [&](const Candidate& c) { return c.name == problem.candidate; })) {
+    std::string known;
+    for (const auto& c : route->candidates) known += (known.empty() ? "" : ", ") + c.name;
+    result.rejections.push_back({problem.candidate, "candidate", "no candidate of this name (known: " + known + ")"});
+    result.error = "no route for " + problem.describe() + ": op " + problem.op + " has no candidate '" +
+                   problem.candidate + "'";
+    return result;
+  }
   for (const auto& c : route->candidates) {
+    if (!problem.candidate.empty() && c.name != problem.candidate) continue;  // forced: not a rejection
     if (auto r = check_window(c, problem, device)) {
       result.rejections.push_back(*r);
       continue;
@@ -111,6 +124,16 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
     std::optional<Rejection> unavailable;
     for (const auto& st : c.stages) {
       const Program* prog = registry_->program(st.program);
+      // Programs that opt in to more dynamic shared memory than the device allows cannot be
+      // launched; say so here rather than fail in cuFuncSetAttribute.
+      if (auto smem = prog->params.find("smem");
+          device.max_smem_optin > 0 && smem != prog->params.end() && smem->is_number_integer() &&
+          smem->get<int64_t>() > device.max_smem_optin) {
+        unavailable = Rejection{c.name, "smem", prog->name + " needs " + std::to_string(smem->get<int64_t>()) +
+                                                    " bytes of shared memory per block, the device allows " +
+                                                    std::to_string(device.max_smem_optin)};
+        break;
+      }
       Availability a = availability_(*prog, device.arch);
       if (!a.available()) {
         unavailable = Rejection{c.name, "unavailable:" + a.reason, a.detail};
@@ -167,9 +190,10 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
     plan.stages = std::move(stages);
     plan.passed_over = std::move(result.rejections);
     result.rejections.clear();
-    plan.why = plan.passed_over.empty() ? "first candidate; its window matches"
-                                        : "first candidate whose window matches and whose stages "
-                                          "can be served";
+    plan.why = !problem.candidate.empty()  ? "the candidate the caller asked for"
+               : plan.passed_over.empty() ? "first candidate; its window matches"
+                                          : "first candidate whose window matches and whose stages "
+                                            "can be served";
     if (c.accumulate == Accumulate::composed) {
       std::string fused;
       for (const auto& r : plan.passed_over)
@@ -180,14 +204,20 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
             }();
             pc && pc->accumulate == Accumulate::fused)
           fused += (fused.empty() ? "" : "; ") + r.candidate + ": " + r.detail;
-      plan.why += fused.empty() ? "; composed: no fused candidate in this route"
-                                : "; composed because the fused candidates were passed over (" +
-                                      fused + ")";
+      if (!fused.empty())
+        plan.why += "; composed because the fused candidates were passed over (" + fused + ")";
+      else if (!problem.candidate.empty())
+        plan.why += "; composed: forced by the caller";
+      else
+        plan.why += "; composed: no fused candidate in this route";
+      if (!c.note.empty()) plan.why += "; " + c.note;  // the route's own word on why it composes
     }
     result.plan = std::move(plan);
     return result;
   }
-  result.error = "no route for " + problem.describe() + ": every candidate was passed over";
+  result.error = "no route for " + problem.describe() +
+                 (problem.candidate.empty() ? ": every candidate was passed over"
+                                            : ": the candidate asked for cannot serve it");
   return result;
 }
 
@@ -215,6 +245,7 @@ uint64_t Problem::hash() const {
   for (const auto& [n, t] : dtypes) f.val(t);
   for (const auto& [n, a] : align) f.val(a);
   f.val(uint8_t(accumulate * 2 + deterministic));
+  if (!candidate.empty()) f.val(std::hash<std::string>{}(candidate));
   return f.h;
 }
 
@@ -222,6 +253,7 @@ const PlanResult& Planner::plan_cached(const Problem& problem, const Device& dev
   Fnv f;
   f.val(problem.hash());
   f.val(device.arch.major), f.val(device.arch.minor), f.val(device.arch.suffix), f.val(device.sm_count);
+  f.val(device.max_smem_optin);
   {
     std::shared_lock lock(cache_mu_);
     auto it = cache_.find(f.h);

@@ -24,6 +24,9 @@ struct Problem {
   std::map<std::string, int> align;  // byte alignment of each pointer argument (absent: 1)
   bool accumulate = false;
   bool deterministic = true;
+  // Non-empty: only the candidate of this name is considered (tests and users forcing a
+  // route, e.g. the portable program on a Hopper part); if it cannot serve, no route.
+  std::string candidate;
   std::string describe() const;
   uint64_t hash() const;
   bool operator==(const Problem&) const = default;
@@ -32,6 +35,9 @@ struct Problem {
 struct Device {
   Arch arch;
   int sm_count = 0;
+  // Largest dynamic shared memory a block may opt in to; 0: unknown (not checked). A
+  // program whose params say "smem" above it is passed over (reason "smem").
+  int max_smem_optin = 0;
   std::string describe() const;
   bool operator==(const Device&) const = default;
 };
@@ -47,7 +53,7 @@ struct PlannedStage {
 struct Rejection {
   std::string candidate;
   std::string reason;  // short code: arch, sm_count, dim, divisible, parity, dtype, align,
-                       // accumulate, deterministic, unavailable:<code>
+                       // accumulate, deterministic, smem, candidate, unavailable:<code>
   std::string detail;  // one readable sentence
 };
 

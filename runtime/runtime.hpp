@@ -32,7 +32,7 @@ struct RuntimeOptions {
 struct DeviceContext {
   CUcontext ctx = nullptr;
   const DeviceInfo* info = nullptr;
-  Device device() const { return Device{info->arch, info->sm_count}; }
+  Device device() const { return Device{info->arch, info->sm_count, info->max_smem_per_block_optin}; }
 };
 
 class Runtime {

@@ -3,15 +3,20 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "driver.hpp"
 #include "driver_types.hpp"
 #include "error.hpp"
+#include "runtime.hpp"
 #include "tensor.hpp"
+#include "test_util.hpp"
 
 namespace cake::test {
 
@@ -127,6 +132,38 @@ class PrimaryContext {
 
  private:
   CUcontext ctx_ = nullptr;
+};
+
+// TARGETS.md's budget for FP32 outputs against an FP64 reference: relative Frobenius error
+// <= 5e-5 and max error <= 1e-3 max |ref|; every element written (finite).
+inline void expect_f32_close(const std::vector<float>& got, const std::vector<double>& ref, const char* what) {
+  double num = 0, den = 0, maxerr = 0, maxref = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << "[" << i << "] not written (or computed from a poisoned value)";
+    double d = double(got[i]) - ref[i];
+    num += d * d, den += ref[i] * ref[i];
+    maxerr = std::max(maxerr, std::fabs(d)), maxref = std::max(maxref, std::fabs(ref[i]));
+  }
+  EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), 5e-5) << what;
+  EXPECT_LE(maxerr, 1e-3 * maxref) << what;
+}
+
+// A test with device 0's primary context current and a fresh Runtime over a private cache
+// folder and no aot/: every program the test needs is compiled by its own process.
+template <typename Base = ::testing::Test>
+class RuntimeTest : public Base {
+ protected:
+  void SetUp() override {
+    CAKE_SKIP_WITHOUT_GPU();
+    ctx_.emplace();
+    RuntimeOptions o;
+    o.cache_dir = cache_.path().string();
+    o.aot_dir = "";
+    rt_ = std::make_unique<Runtime>(o);
+  }
+  std::optional<PrimaryContext> ctx_;
+  TempDir cache_;
+  std::unique_ptr<Runtime> rt_;
 };
 
 }  // namespace cake::test

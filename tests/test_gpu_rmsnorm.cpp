@@ -46,8 +46,7 @@ struct Mat {
   DLTensor dl{};
 };
 
-// Budgets (TARGETS.md): bf16 outputs elementwise; f32 outputs by relative Frobenius norm
-// and max error against max |ref|.
+// Budget for bf16 outputs (TARGETS.md), elementwise; f32 ones: test::expect_f32_close.
 void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<double>& ref, int64_t rows,
                        int64_t h, int64_t stride, const char* what) {
   int64_t bad = 0;
@@ -61,37 +60,13 @@ void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<doubl
   EXPECT_EQ(bad, 0) << what;
 }
 
-void expect_f32_close(const std::vector<float>& got, const std::vector<double>& ref, const char* what) {
-  double num = 0, den = 0, maxerr = 0, maxref = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(got[i])) << what << "[" << i << "] not written";
-    double d = double(got[i]) - ref[i];
-    num += d * d, den += ref[i] * ref[i];
-    maxerr = std::max(maxerr, std::fabs(d)), maxref = std::max(maxref, std::fabs(ref[i]));
-  }
-  EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), 5e-5) << what;
-  EXPECT_LE(maxerr, 1e-3 * maxref) << what;
-}
 
 struct Case {
   int64_t t, h;
   bool f32_weight, residual;
 };
 
-class RmsNormTest : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override {
-    CAKE_SKIP_WITHOUT_GPU();
-    ctx_.emplace();
-    RuntimeOptions o;
-    o.cache_dir = cache_.path().string();
-    o.aot_dir = "";
-    rt_ = std::make_unique<Runtime>(o);
-  }
-  std::optional<test::PrimaryContext> ctx_;
-  test::TempDir cache_;
-  std::unique_ptr<Runtime> rt_;
-};
+using RmsNormTest = test::RuntimeTest<::testing::TestWithParam<Case>>;
 
 TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
   const auto c = GetParam();
@@ -130,7 +105,7 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
     for (int64_t j = 0; j < H; ++j) yref[size_t(r * H + j)] = hin[size_t(r * H + j)] * rref[size_t(r)] * w[size_t(j)];
   }
   expect_bf16_close(y.download<uint16_t>(), yref, T, H, stride, "y");
-  expect_f32_close(rstd.download<float>(), rref, "rstd");
+  test::expect_f32_close(rstd.download<float>(), rref, "rstd");
   if (c.residual) {
     auto gh = hout.download<uint16_t>();
     for (int64_t i = 0; i < T * H; ++i)
@@ -167,7 +142,7 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
   std::vector<float> dw32_first;
   if (c.f32_weight) {
     dw32_first = dw.download<float>();
-    expect_f32_close(dw32_first, dwref, "dw");
+    test::expect_f32_close(dw32_first, dwref, "dw");
   } else {
     dw16_first = dw.download<uint16_t>();
     expect_bf16_close(dw16_first, dwref, 1, H, H, "dw");

@@ -109,6 +109,27 @@ class CakeRuntime:
                                                       ctypes.byref(h)))
         return Launch(self, h)
 
+    # grouped_gemm (runtime/ops.hpp): offs is an int32 [E] device tensor of cumulative group ends.
+    # candidate: None for the planner's choice, else the one route candidate to consider.
+    def _prepare_grouped(self, fn, tensors, flags, candidate):
+        h = ctypes.c_void_p()
+        f = getattr(self.lib, fn)
+        f.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(DLTensor)] * len(tensors) + [ctypes.c_int] * len(flags) + [
+            ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        self._check(f(self.h, *[ctypes.byref(dltensor(t)) for t in tensors], *[int(v) for v in flags],
+                      candidate.encode() if candidate else None, ctypes.byref(h)))
+        return Launch(self, h)
+
+    def prepare_grouped_gemm_fwd(self, y, x, w, offs, deterministic=True, candidate=None):
+        return self._prepare_grouped("cake_prepare_grouped_gemm_fwd", [y, x, w, offs], [deterministic], candidate)
+
+    def prepare_grouped_gemm_dgrad(self, dx, g, w, offs, deterministic=True, candidate=None):
+        return self._prepare_grouped("cake_prepare_grouped_gemm_dgrad", [dx, g, w, offs], [deterministic], candidate)
+
+    def prepare_grouped_gemm_wgrad(self, dw, g, x, offs, accumulate=False, deterministic=True, candidate=None):
+        return self._prepare_grouped("cake_prepare_grouped_gemm_wgrad", [dw, g, x, offs], [accumulate, deterministic],
+                                     candidate)
+
     def add(self, out, a, b, stream=None):
         self._check(self.lib.cake_add(self.h, ctypes.byref(dltensor(out)), ctypes.byref(dltensor(a)),
                                       ctypes.byref(dltensor(b)), _stream(stream)))

@@ -51,5 +51,6 @@ void add_doctor_command(CLI::App& app, Globals& g, int& exit_code);
 void add_bench_command(CLI::App& app, Globals& g, int& exit_code);
 void add_cache_command(CLI::App& app, Globals& g, int& exit_code);
 void add_bench_rmsnorm(CLI::App& bench, int& exit_code);
+void add_bench_grouped_gemm(CLI::App& bench, int& exit_code);
 
 }  // namespace cakec

@@ -290,6 +290,7 @@ void add_bench_command(CLI::App& app, Globals&, int& exit_code) {
   jit->add_option("--child-aot", a->child_aot)->group("");
   jit->callback([&exit_code, a] { exit_code = run_bench_jit(*a); });
   add_bench_rmsnorm(*bench, exit_code);
+  add_bench_grouped_gemm(*bench, exit_code);
 }
 
 }  // namespace cakec

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <random>
 
+#include "bench_util.hpp"
 #include "cli_common.hpp"
 #include "driver.hpp"
 #include "error.hpp"
@@ -13,55 +13,6 @@
 
 namespace cakec {
 namespace {
-
-struct Timer {
-  CUstream stream;
-  CUevent a, b;
-  cake::DeviceBuffer flush{size_t(256) << 20};  // > 4x the 60 MB L2
-  Timer() {
-    CAKE_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    CAKE_CU(cuEventCreate(&a, CU_EVENT_DEFAULT));
-    CAKE_CU(cuEventCreate(&b, CU_EVENT_DEFAULT));
-  }
-  template <typename F>
-  double median_ms(F&& f, int reps = 25) {
-    f();  // warm-up
-    std::vector<double> t;
-    for (int i = 0; i < reps; ++i) {
-      CAKE_CU(cuMemsetD32Async(flush.get(), uint32_t(i), flush.bytes() / 4, stream));
-      CAKE_CU(cuEventRecord(a, stream));
-      f();
-      CAKE_CU(cuEventRecord(b, stream));
-      CAKE_CU(cuEventSynchronize(b));
-      float ms = 0;
-      CAKE_CU(cuEventElapsedTime(&ms, a, b));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
-
-// Random normal bf16 data (never zeros): a block of 1M values drawn on the host, repeated
-// over the tensor by device copies (drawing billions of values on the host takes minutes).
-void fill_random(CUdeviceptr p, size_t bf16_elems, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  const size_t block = std::min<size_t>(bf16_elems, size_t(1) << 20);
-  std::vector<uint16_t> h(block);
-  for (auto& v : h) {
-    float f = d(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    v = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-  CAKE_CU(cuMemcpyHtoD(p, h.data(), h.size() * 2));
-  for (size_t done = block; done < bf16_elems;) {
-    size_t n = std::min(done, bf16_elems - done);  // doubling copies
-    CAKE_CU(cuMemcpyDtoD(p + done * 2, p, n * 2));
-    done += n;
-  }
-}
 
 DLTensor tensor(const cake::DeviceBuffer& b, bool bf16, int ndim, int64_t* shape) {
   DLTensor t{};

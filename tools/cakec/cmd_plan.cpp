@@ -31,8 +31,9 @@ nlohmann::json plan_json(const cake::PlanResult& r) {
 }
 
 int run_plan(const Globals& g, const PlanArgs& a) {
-  cake::Device device{parse_arch_arg("--arch", a.arch), a.sms};
+  cake::Device device{parse_arch_arg("--arch", a.arch), a.sms, a.max_smem};
   if (a.sms < 1) throw UsageError("--sms: must be >= 1");
+  if (a.max_smem < 0) throw UsageError("--max-smem: must be >= 0");
   cake::Problem problem = build_problem(a);
   Context ctx = load_context(g);
   cake::Planner planner(ctx.registry, [&](const cake::Program& p, const cake::Arch& arch) {
@@ -59,6 +60,9 @@ void add_plan_command(CLI::App& app, Globals& g, int& exit_code) {
   c->add_option("--align", a->aligns, "pointer alignment ARG=BYTES (default 256)")->type_name("ARG=BYTES");
   c->add_flag("--accumulate", a->accumulate, "the call accumulates into out (out += ...)");
   c->add_flag("--nondeterministic", a->nondeterministic, "allow non-deterministic candidates");
+  c->add_option("--candidate", a->candidate, "consider only this candidate (as list-routes names it)");
+  c->add_option("--max-smem", a->max_smem,
+                "the device's opt-in shared memory per block in bytes, e.g. 232448 (H100/H200); default: not checked");
   c->add_flag("--json", a->json, "machine-readable output");
   c->callback([&g, &exit_code, a] { exit_code = run_plan(g, *a); });
 }

@@ -23,6 +23,7 @@ cake::Problem build_problem(const PlanArgs& a) {
   p.op = a.op;
   p.accumulate = a.accumulate;
   p.deterministic = !a.nondeterministic;
+  p.candidate = a.candidate;
   for (const auto& d : a.dims) {
     auto [name, value] = split_assignment("--dim", d);
     p.dims[name] = parse_int("--dim", name, value);

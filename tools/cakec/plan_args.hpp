@@ -10,7 +10,9 @@ namespace cakec {
 
 struct PlanArgs {
   std::string op, arch;
+  std::string candidate;  // empty: the planner's choice
   int sms = 0;
+  int max_smem = 0;  // opt-in dynamic smem per block; 0: not checked
   std::vector<std::string> dims, dtypes, aligns;
   bool accumulate = false, nondeterministic = false, json = false;
 };

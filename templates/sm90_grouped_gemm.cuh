@@ -1,0 +1,554 @@
+// Hopper (sm_90a) MoE grouped GEMM for the grouped_gemm family: fwd Y_e = X_e W_e^T,
+// dgrad dX_e = G_e W_e, wgrad dW_e = G_e^T X_e (BF16 in, FP32 accumulate, BF16 or FP32 out,
+// optionally out += dW). Groups come from device offsets and are only read here, so the grid
+// never depends on them: a persistent grid walks the tiles of all groups.
+//
+// One CTA per SM, three warpgroups: warpgroup 0 produces (one thread issues TMA loads into a
+// kStages-deep shared-memory ring; full/empty mbarriers per stage), warpgroups 1 and 2 each
+// own 64 rows of the 128-row tile and issue wgmma from shared memory (m64nNk16, FP32
+// accumulators in registers). setmaxnreg moves registers from the producer to the consumers.
+// With kCluster = 2 the two CTAs of a cluster take neighbouring row blocks and each loads half
+// of the shared B tile, multicast into both.
+//
+// Epilogue: each consumer writes its 64 rows in slices of 128-byte rows into shared memory
+// (swizzled like TMA's 128-byte mode) and one thread stores the slice with TMA, or with
+// accumulate reduce-adds it into global memory (cp.reduce.async.bulk .add: one FP32 add per
+// element, so out + dW is rounded once); the store drains while the next tile's main loop
+// runs. A row block that ends inside its group (fwd, dgrad) is stored from registers with
+// masks instead, since a TMA box would write the next group's rows.
+//
+// Operand layouts (128-byte swizzle everywhere, one 64-element K block per stage):
+//   K-major operand (X, G as A; W as B in fwd): rows of 64 K elements = 128 B, as TMA writes
+//     them; descriptor SBO = 1024 (8 rows), a K step of 16 moves the start by 32 B.
+//   MN-major operand (W in dgrad, G and X in wgrad): sub-tiles of [64 K rows][64 MN elements],
+//     one TMA box each, 8 KB apart: descriptor LBO = 8192 (next 64 MN), SBO = 1024 (next 8 K),
+//     a K step of 16 moves the start by 2048 B; the wgmma transpose bit is set.
+// Bounds: TMA fills out-of-range boxes with zeros (tensor ends, K and N tails, W's expert
+// boundary through its 3-D map). Rows of the next group inside a tile are computed but never
+// stored (fwd, dgrad); in wgrad they would enter the reduction, so the consumers zero those
+// rows of the last K block in shared memory before the wgmma reads it.
+//
+// Host contract (runtime/ops_grouped_gemm.cpp): block 384, dynamic smem sm90_smem_bytes,
+// grid a multiple of kCluster (one CTA per SM), bf16 maps with 128-byte swizzle:
+//   fwd:   A = x {K, M} box {64, 128};  B = w {K, N, E} box {64, kBN / kCluster, 1};  out y {N, M}
+//   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
+//   wgrad: A = g {N, M} box {64, 64};   B = x {K, M} box {64, 64};                    out dw {K, N, E}
+//   out boxes {128 / sizeof(OutT), 64 (, 1)} in out's dtype.
+#pragma once
+#include "smxx_types.cuh"
+
+namespace cake::gg {
+
+// A CUtensorMap, passed by value as a __grid_constant__ kernel parameter.
+struct alignas(64) TmaDesc {
+  unsigned long long words[16];
+};
+
+constexpr int kOpFwd = 0, kOpDgrad = 1, kOpWgrad = 2;
+
+// Dynamic shared memory the host passes: the stage ring, four 8 KB epilogue slices (two per
+// consumer), 1024-byte alignment slack, barriers.
+template <int kBM, int kBN, int kStages>
+__host__ __device__ constexpr int sm90_smem_bytes() {
+  return kStages * (kBM + kBN) * 128 + 4 * 8192 + 2048;
+}
+
+namespace sm90 {
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  unsigned long long a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return static_cast<unsigned>(a);
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred ready;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(
+          dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+
+// TMA store (or, with kReduce, element-wise add into global) of a 128-byte-row smem slice.
+template <bool kReduce>
+__device__ __forceinline__ void tma_store_2d(const TmaDesc* map, unsigned src, int c0, int c1) {
+  if constexpr (kReduce)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c0), "r"(c1)
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map), "r"(src),
+                 "r"(c0), "r"(c1)
+                 : "memory");
+}
+template <bool kReduce>
+__device__ __forceinline__ void tma_store_3d(const TmaDesc* map, unsigned src, int c0, int c1, int c2) {
+  if constexpr (kReduce)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                     map),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(map), "r"(src),
+                 "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until at most kPending bulk groups still read shared memory.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+// Barrier of one consumer warpgroup (ids 2, 3; id 1 spans both consumers).
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+// Shared-memory matrix descriptor, 128-byte swizzle (mode 1 in bits 62-63).
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>(lbo >> 4) << 16) | (static_cast<unsigned long long>(sbo >> 4) << 32) |
+         (1ull << 62);
+}
+
+
+// Multicast TMA load: the box lands at `dst` (and signals `bar`) in every CTA of the mask.
+__device__ __forceinline__ void tma_load_2d_mc(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1,
+                                               unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, "
+      "%4}], [%2], %5;" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d_mc(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1, int c2,
+                                               unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, "
+      "%4, %5}], [%2], %6;" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Arrive on the barrier at the same shared address in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving accumulator registers across an in-flight wgmma.
+template <int kN>
+__device__ __forceinline__ void fence_acc(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
+                                                 unsigned long long desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransA), "n"(kTransB));
+}
+
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long desc_a,
+                                                 unsigned long long desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransA), "n"(kTransB));
+}
+
+template <int kBN, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma(float (&d)[kBN / 2], unsigned long long da, unsigned long long db) {
+  if constexpr (kBN == 256)
+    wgmma_m64n256k16<kTransA, kTransB>(d, da, db);
+  else
+    wgmma_m64n128k16<kTransA, kTransB>(d, da, db);
+}
+
+__device__ __forceinline__ int clamp_row(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// Where a tile is: its group, its block coordinates in the group's C matrix, and the group's
+// rows [row0, row_end) of the row-grouped operand (C's rows in fwd/dgrad, the reduction in wgrad).
+struct Tile {
+  int group, m_blk, n_blk, row0, row_end;
+};
+
+// Walks unit indices (increasing per cluster) to tiles. A unit is kCluster row blocks side by
+// side with one column block: the CTAs of a cluster take one row block each and share the B
+// tile (multicast). Offsets are clamped to [previous, M] so a malformed offs never leads
+// outside the tensors.
+template <int kOp, int kBM, int kBN, int kBand, int kCluster>
+struct Scheduler {
+  const int* offs;
+  int groups, m, rank, units_m_fixed, tiles_n;
+  int g = -1, g_base = 0, g_units = 0, g_units_m = 0, g_row0 = 0, g_end = 0;
+  int total = 0;
+
+  __device__ void bounds(int e, int& start, int& end) const {
+    start = e == 0 ? 0 : clamp_row(__ldg(offs + e - 1), 0, m);
+    end = clamp_row(__ldg(offs + e), start, m);
+  }
+  static __device__ int units_for_rows(int rows) { return (rows + kBM * kCluster - 1) / (kBM * kCluster); }
+
+  __device__ Scheduler(const int* offs_, int groups_, int m_, int c_rows, int c_cols, int rank_)
+      : offs(offs_), groups(groups_), m(m_), rank(rank_) {
+    tiles_n = (c_cols + kBN - 1) / kBN;
+    units_m_fixed = units_for_rows(c_rows);  // wgrad: C is [N, K] for every group
+    if (kOp == kOpWgrad) {
+      total = groups * units_m_fixed * tiles_n;
+    } else {
+      for (int e = 0; e < groups; ++e) {
+        int s, t;
+        bounds(e, s, t);
+        total += units_for_rows(t - s) * tiles_n;
+      }
+    }
+  }
+
+  __device__ bool get(int t, Tile& tile) {
+    if (t >= total) return false;
+    int local, mu;
+    if (kOp == kOpWgrad) {
+      const int per_group = units_m_fixed * tiles_n;
+      tile.group = t / per_group;
+      local = t - tile.group * per_group;
+      mu = units_m_fixed;
+      bounds(tile.group, tile.row0, tile.row_end);
+    } else {
+      while (g < 0 || t >= g_base + g_units) {  // move the cursor forward to t's group
+        g_base += g_units;
+        ++g;
+        bounds(g, g_row0, g_end);
+        g_units_m = units_for_rows(g_end - g_row0);
+        g_units = g_units_m * tiles_n;
+      }
+      tile.group = g;
+      tile.row0 = g_row0;
+      tile.row_end = g_end;
+      local = t - g_base;
+      mu = g_units_m;
+    }
+    // Bands of kBand row units, rows fastest inside a band: neighbouring clusters share B tiles.
+    const int band_units = kBand * tiles_n;
+    const int band = local / band_units;
+    const int in_band = local - band * band_units;
+    const int band_rows = mu - band * kBand < kBand ? mu - band * kBand : kBand;
+    // A row block past the group's (or C's) end computes nothing that is stored; it is loaded
+    // and multiplied anyway so that both CTAs of the cluster take the same steps.
+    tile.m_blk = (band * kBand + in_band % band_rows) * kCluster + rank;
+    tile.n_blk = in_band / band_rows;
+    return true;
+  }
+};
+
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// out[0..1] (+)= (v0, v1): one FP32 add per element, then one rounding to OutT.
+template <typename OutT, bool kAccumulate>
+__device__ __forceinline__ void store_pair(OutT* p, float v0, float v1) {
+  if constexpr (sizeof(OutT) == 4) {
+    float2* q = reinterpret_cast<float2*>(p);
+    if constexpr (kAccumulate) {
+      const float2 o = *q;
+      v0 = o.x + v0;
+      v1 = o.y + v1;
+    }
+    float2 v;
+    v.x = v0;
+    v.y = v1;
+    *q = v;
+  } else {
+    unsigned* q = reinterpret_cast<unsigned*>(p);
+    if constexpr (kAccumulate) {
+      const unsigned o = *q;
+      v0 = __uint_as_float(o << 16) + v0;
+      v1 = __uint_as_float(o & 0xFFFF0000u) + v1;
+    }
+    *q = pack_bf16x2(v0, v1);
+  }
+}
+
+}  // namespace sm90
+
+template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
+    sm90_grouped_gemm(const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
+                      const __grid_constant__ TmaDesc tma_out, OutT* __restrict__ out, const int* __restrict__ offs, int num_groups, int m, int n,
+                      int k) {
+  using namespace sm90;
+  static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
+  static_assert(kBN == 128 || kBN == 256, "wgmma n");
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
+  constexpr int kTransA = kOp == kOpWgrad ? 1 : 0;  // A is MN-major
+  constexpr int kTransB = kOp == kOpFwd ? 0 : 1;    // B is MN-major
+  constexpr unsigned kABytes = kBM * 128, kBBytes = kBN * 128;
+  // C is [c_rows, c_cols] per group (row-grouped ops: rows come from the group).
+  const int c_rows = kOp == kOpWgrad ? n : m;
+  const int c_cols = kOp == kOpFwd ? n : k;
+
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned raw = smem_u32(smem_raw);
+  const unsigned a_base = (raw + 1023u) & ~1023u;
+  const unsigned b_base = a_base + kStages * kABytes;
+  const unsigned epi_base = b_base + kStages * kBBytes;   // 4 epilogue slices of 8 KB
+  const unsigned full_bar = epi_base + 4 * 8192;          // kStages barriers of 8 bytes
+  const unsigned empty_bar = full_bar + kStages * 8;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 1);
+      mbar_init(empty_bar + 8 * s, 8 * kCluster);  // lane 0 of each consumer warp of the cluster
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tma_a) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tma_b) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tma_out) : "memory");
+  }
+  // Peers multicast into this CTA's ring and arrive on its barriers: all must be initialised.
+  if constexpr (kCluster > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+
+  const int rank = kCluster > 1 ? int(cluster_rank()) : 0;
+  const int unit0 = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
+  Scheduler<kOp, kBM, kBN, kRasterBand, kCluster> sched(offs, num_groups, m, c_rows, c_cols, rank);
+  Tile tile;
+  int stage = 0;
+  unsigned phase = 0;
+  auto advance = [&] {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  };
+  auto k_blocks = [&](const Tile& t) {
+    const int red = kOp == kOpFwd ? k : kOp == kOpDgrad ? n : t.row_end - t.row0;
+    return (red + 63) / 64;
+  };
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      constexpr unsigned short kMask = (1u << kCluster) - 1;
+      for (int t = unit0; sched.get(t, tile); t += unit_step) {
+        const int kbs = k_blocks(tile);
+        const int mrow = tile.m_blk * kBM, ncol = tile.n_blk * kBN;
+        for (int kb = 0; kb < kbs; ++kb) {
+          mbar_wait(empty_bar + 8 * stage, phase ^ 1);
+          const unsigned bar = full_bar + 8 * stage;
+          const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
+          mbar_expect_tx(bar, kABytes + kBBytes);  // own A, all of B (a 1/kCluster share from each CTA)
+          if constexpr (kOp == kOpWgrad) {
+#pragma unroll
+            for (int j = 0; j < kBM / 64; ++j) tma_load_2d(sa + j * 8192, &tma_a, bar, mrow + 64 * j, tile.row0 + kb * 64);
+          } else {
+            tma_load_2d(sa, &tma_a, bar, kb * 64, tile.row0 + mrow);
+          }
+          if constexpr (kOp == kOpFwd) {  // K-major B: rows [rank * kBN / kCluster, ...) of the tile
+            constexpr int kRows = kBN / kCluster;
+            if constexpr (kCluster > 1)
+              tma_load_3d_mc(sb + rank * kRows * 128, &tma_b, bar, kb * 64, ncol + rank * kRows, tile.group, kMask);
+            else
+              tma_load_3d(sb, &tma_b, bar, kb * 64, ncol, tile.group);
+          } else {  // MN-major B: this CTA's share of the 64-column sub-tiles
+            constexpr int kSubs = kBN / 64 / kCluster;
+#pragma unroll
+            for (int jj = 0; jj < kSubs; ++jj) {
+              const int j = rank * kSubs + jj;
+              const unsigned dst = sb + j * 8192;
+              if constexpr (kOp == kOpDgrad) {
+                if constexpr (kCluster > 1)
+                  tma_load_3d_mc(dst, &tma_b, bar, ncol + 64 * j, kb * 64, tile.group, kMask);
+                else
+                  tma_load_3d(dst, &tma_b, bar, ncol + 64 * j, kb * 64, tile.group);
+              } else {
+                if constexpr (kCluster > 1)
+                  tma_load_2d_mc(dst, &tma_b, bar, ncol + 64 * j, tile.row0 + kb * 64, kMask);
+                else
+                  tma_load_2d(dst, &tma_b, bar, ncol + 64 * j, tile.row0 + kb * 64);
+              }
+            }
+          }
+          advance();
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1;  // consumer: rows [64c, 64c + 64) of the tile
+    const int ctid = threadIdx.x - 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    float acc[kBN / 2];
+    // A stage is free once every consumer warp of the cluster is done with it (its B share was
+    // multicast into every CTA).
+    auto release = [&](int st) {
+      if constexpr (kCluster > 1) {
+#pragma unroll
+        for (int p = 0; p < kCluster; ++p) mbar_arrive_cluster(empty_bar + 8 * st, p);
+      } else {
+        mbar_arrive(empty_bar + 8 * st);
+      }
+    };
+    for (int t = unit0; sched.get(t, tile); t += unit_step) {
+      const int kbs = k_blocks(tile);
+#pragma unroll
+      for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+      int held = -1;  // the stage the previous k block read, released once its wgmma is done
+      for (int kb = 0; kb < kbs; ++kb) {
+        mbar_wait(full_bar + 8 * stage, phase);
+        const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
+        if constexpr (kOp == kOpWgrad) {
+          const int valid = tile.row_end - tile.row0 - kb * 64;
+          if (valid < 64) {  // rows of the next group (or past M): zero them for the reduction
+            const int chunks_per_sub = (64 - valid) * 8;  // 16-byte chunks
+            constexpr int kSubs = (kBM + kBN) / 64;
+            for (int i = ctid; i < kSubs * chunks_per_sub; i += 256) {
+              const int sub = i / chunks_per_sub, ch = i - sub * chunks_per_sub;
+              const unsigned addr = (sub < kBM / 64 ? sa + sub * 8192 : sb + (sub - kBM / 64) * 8192) + valid * 128 + ch * 16;
+              asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0) : "memory");
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            asm volatile("bar.sync 1, 256;" ::: "memory");
+          }
+        }
+        fence_acc(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const unsigned long long da =
+              kTransA ? smem_desc(sa + c * 8192 + kk * 2048, 8192, 1024) : smem_desc(sa + c * 8192 + kk * 32, 16, 1024);
+          const unsigned long long db =
+              kTransB ? smem_desc(sb + kk * 2048, 8192, 1024) : smem_desc(sb + kk * 32, 16, 1024);
+          wgmma<kBN, kTransA, kTransB>(acc, da, db);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_acc(acc);
+        if (held >= 0 && lane == 0) release(held);
+        held = stage;
+        advance();
+      }
+      wgmma_wait<0>();
+      fence_acc(acc);
+      if (held >= 0 && lane == 0) release(held);
+
+      // Epilogue: thread holds rows r and r + 8, column pairs 8j + 2(lane % 4).
+      if (kAccumulate && kOp == kOpWgrad && tile.row_end == tile.row0) continue;  // empty group: unchanged
+      const int wg_row = tile.m_blk * kBM + c * 64;  // first row of this warpgroup's half
+      const bool tma_rows = kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end;
+      if (tma_rows) {
+        // Through shared memory in slices of 128-byte rows, stored (or reduce-added) by TMA:
+        // the store drains while this warpgroup runs the next tile's main loop.
+        constexpr int kSliceCols = 128 / sizeof(OutT);
+#pragma unroll
+        for (int s = 0; s < kBN / kSliceCols; ++s) {
+          const unsigned buf = epi_base + (c * 2 + (s & 1)) * 8192;
+          if (ctid % 128 == 0) bulk_wait_read<1>();  // the store that used `buf` has read it
+          named_sync(2 + c);
+#pragma unroll
+          for (int jj = 0; jj < kSliceCols / 8; ++jj) {
+            const int j = s * (kSliceCols / 8) + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = warp * 16 + lane / 4 + 8 * h;
+              const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));  // within the 128-byte row
+              const unsigned addr = buf + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+              if constexpr (sizeof(OutT) == 4)
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(acc[4 * j + 2 * h]),
+                             "f"(acc[4 * j + 2 * h + 1])
+                             : "memory");
+              else
+                asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr),
+                             "r"(pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]))
+                             : "memory");
+            }
+          }
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          named_sync(2 + c);
+          if (ctid % 128 == 0) {
+            const int col = tile.n_blk * kBN + s * kSliceCols;
+            if constexpr (kOp == kOpWgrad)
+              tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, tile.group);
+            else
+              tma_store_2d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row);
+            bulk_commit();
+          }
+        }
+        continue;
+      }
+      const int r_local = c * 64 + warp * 16 + lane / 4;
+      long long row_base[2];
+      bool row_ok[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = tile.m_blk * kBM + r_local + 8 * h;
+        if (kOp == kOpWgrad) {
+          row_ok[h] = r < c_rows;
+          row_base[h] = (static_cast<long long>(tile.group) * c_rows + r) * c_cols;
+        } else {
+          const long long gr = static_cast<long long>(tile.row0) + r;
+          row_ok[h] = gr < tile.row_end;
+          row_base[h] = gr * c_cols;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = tile.n_blk * kBN + j * 8 + (lane % 4) * 2;
+        if (col >= c_cols) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (row_ok[h]) store_pair<OutT, kAccumulate>(out + row_base[h] + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+    }
+    if (ctid % 128 == 0) bulk_wait_read<0>();  // shared memory stays valid until TMA has read it
+  }
+  // No CTA leaves while a peer may still arrive on its barriers.
+  if constexpr (kCluster > 1) cluster_sync();
+}
+
+}  // namespace cake::gg

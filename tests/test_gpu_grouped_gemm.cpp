@@ -1,0 +1,477 @@
+// Label gpu: grouped_gemm fwd, dgrad and wgrad (bf16 / f32 out, accumulate fused and
+// composed) against an FP64 reference on the same bf16 inputs, with TARGETS.md's budgets.
+// Outputs are poisoned with NaN before every run; input rows past offs[E-1] hold NaN too, so
+// a kernel that reads them into a reduction is caught, and output rows there must keep their
+// poison. Every case runs on the planner's route and with the portable programs forced.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <thread>
+
+#include "error.hpp"
+#include "gpu_util.hpp"
+#include "ops.hpp"
+#include "test_util.hpp"
+
+namespace cake {
+namespace {
+using test::bf16_float;
+using test::f32_bits;
+
+// A contiguous device tensor of any rank, with its DLTensor.
+struct Dev {
+  Dev(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
+    n = std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<>());
+    buf = DeviceBuffer(size_t(std::max<int64_t>(n, 1)) * size_t(dtype_size(t)));
+    dl.data = buf.ptr();
+    dl.device = {kDLCUDA, 0};
+    dl.ndim = int32_t(shape.size());
+    dl.dtype = t == DType::bf16  ? DLDataType{kDLBfloat, 16, 1}
+               : t == DType::i32 ? DLDataType{kDLInt, 32, 1}
+                                 : DLDataType{kDLFloat, 32, 1};
+    dl.shape = shape.data();
+  }
+  size_t bytes() const { return size_t(n) * size_t(dtype_size(dtype)); }
+  template <typename T>
+  void upload(const std::vector<T>& v) {
+    ASSERT_EQ(v.size() * sizeof(T), bytes());
+    if (n) CAKE_CU(cuMemcpyHtoD(buf.get(), v.data(), bytes()));
+  }
+  template <typename T>
+  std::vector<T> download() const {
+    std::vector<T> v(bytes() / sizeof(T));
+    CAKE_CU(cuCtxSynchronize());
+    if (n) CAKE_CU(cuMemcpyDtoH(v.data(), buf.get(), bytes()));
+    return v;
+  }
+  void poison() {
+    if (n) CAKE_CU(cuMemsetD8(buf.get(), 0xff, bytes()));
+  }
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t n = 0;
+  DeviceBuffer buf;
+  DLTensor dl{};
+};
+
+// Splits [0, n) over the host's cores: the FP64 reference of a 4096 x 512 x 512 GEMM stays
+// well under a second.
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { body(n * t / threads, n * (t + 1) / threads); });
+  for (auto& th : pool) th.join();
+}
+
+std::vector<double> widen(const std::vector<uint16_t>& b) {
+  std::vector<double> d(b.size());
+  for (size_t i = 0; i < b.size(); ++i) d[i] = bf16_float(b[i]);
+  return d;
+}
+
+// Budget for bf16 outputs (TARGETS.md), elementwise; f32 ones: test::expect_f32_close.
+void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<double>& ref, size_t count, const char* what) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double g = bf16_float(got[i]), e = ref[i];
+    if (!(std::fabs(g - e) <= 1e-2 + 1e-2 * std::fabs(e)) && bad++ < 3)
+      ADD_FAILURE() << what << "[" << i << "] = " << g << ", ref " << e;
+  }
+  EXPECT_EQ(bad, 0) << what << ": elements outside the bf16 budget";
+}
+
+
+enum class Sizes { balanced, skewed, one_empty, all_empty_but_one, lognormal, odd, all_empty };
+
+struct Case {
+  const char* name;
+  int64_t e, m, n, k;  // m: rows in groups (offs[E-1]); the tensors have kTail more
+  Sizes sizes;
+};
+constexpr int64_t kTail = 5;
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // gtest: the case's name, not its bytes
+
+std::vector<int32_t> group_sizes(const Case& c) {
+  std::vector<int64_t> s(size_t(c.e), 0);
+  std::mt19937_64 rng(uint64_t(c.e * 7919 + c.m));
+  switch (c.sizes) {
+    case Sizes::balanced:
+      for (int64_t i = 0; i < c.e; ++i) s[size_t(i)] = c.m * (i + 1) / c.e - c.m * i / c.e;
+      break;
+    case Sizes::skewed: {  // one group holds ~70 %, the others share the rest
+      const int64_t big_i = c.e / 2, rest = c.e > 1 ? c.m - c.m * 7 / 10 : 0;
+      for (int64_t i = 0, j = 0; i < c.e; ++i)
+        if (i != big_i) s[size_t(i)] = rest * (j + 1) / (c.e - 1) - rest * j / (c.e - 1), ++j;
+      s[size_t(big_i)] = c.m - rest;
+      break;
+    }
+    case Sizes::one_empty: {
+      for (int64_t i = 0; i < c.e; ++i) s[size_t(i)] = c.m * (i + 1) / c.e - c.m * i / c.e;
+      if (c.e > 1) s[0] += s[1], s[1] = 0;
+      break;
+    }
+    case Sizes::all_empty_but_one: s[size_t(c.e - 1) / 2] = c.m; break;
+    case Sizes::lognormal: {
+      std::lognormal_distribution<double> d(0.0, 1.0);
+      std::vector<double> w(size_t(c.e));
+      for (auto& x : w) x = d(rng);
+      double total = std::accumulate(w.begin(), w.end(), 0.0), acc = 0;
+      int64_t prev = 0;
+      for (int64_t i = 0; i < c.e; ++i) {
+        acc += w[size_t(i)];
+        int64_t end = i + 1 == c.e ? c.m : int64_t(std::llround(double(c.m) * acc / total));
+        s[size_t(i)] = end - prev, prev = end;
+      }
+      break;
+    }
+    case Sizes::odd: {  // 1, 7, 129, 0, then the rest
+      const int64_t pat[] = {1, 7, 129, 0};
+      int64_t used = 0;
+      for (int64_t i = 0; i < c.e; ++i) s[size_t(i)] = pat[i % 4], used += pat[i % 4];
+      s[size_t(c.e - 1)] += c.m - used;
+      break;
+    }
+    case Sizes::all_empty: break;
+  }
+  std::vector<int32_t> offs(size_t(c.e));
+  int64_t end = 0;
+  for (int64_t i = 0; i < c.e; ++i) end += s[size_t(i)], offs[size_t(i)] = int32_t(end);
+  return offs;
+}
+
+// Candidates of the portable programs (registry/grouped_gemm.json), by op and out kind.
+const char* portable(const std::string& what) {
+  static const std::map<std::string, const char*> names = {
+      {"fwd", "fwd_portable_128x128"},
+      {"dgrad", "dgrad_portable_128x128"},
+      {"wgrad_bf16", "wgrad_bf16_portable_128x128"},
+      {"wgrad_f32", "wgrad_f32_portable_128x128"},
+      {"wgrad_acc_f32", "wgrad_acc_f32_fused_portable_128x128"},
+      {"wgrad_acc_f32_composed", "wgrad_acc_f32_composed_portable"},
+      {"wgrad_acc_bf16", "wgrad_acc_bf16_composed_portable"}};
+  return names.at(what);
+}
+
+class GroupedGemm : public ::testing::TestWithParam<std::tuple<Case, bool>> {
+ protected:
+  static void SetUpTestSuite() {
+    auto& d = Driver::instance();
+    if (!d.available() || d.device_count() == 0) return;
+    ctx_ = new test::PrimaryContext();
+    cache_ = new test::TempDir();
+    RuntimeOptions o;
+    o.cache_dir = cache_->path().string();
+    o.aot_dir = "";
+    rt_ = new Runtime(o);  // one runtime: each program compiles once for the whole suite
+  }
+  static void TearDownTestSuite() {
+    delete rt_, delete cache_, delete ctx_;
+    rt_ = nullptr, cache_ = nullptr, ctx_ = nullptr;
+  }
+  void SetUp() override { CAKE_SKIP_WITHOUT_GPU(); }
+  // The route for `what`: the planner's, or the portable program forced.
+  ops::OpOptions opt(const std::string& what) const {
+    ops::OpOptions o;
+    if (std::get<1>(GetParam())) o.candidate = portable(what);
+    return o;
+  }
+  void expect_route(const Launch& l, const std::string& what) const {
+    ASSERT_NE(l.plan(), nullptr);
+    if (std::get<1>(GetParam())) EXPECT_EQ(l.plan()->route, portable(what)) << l.describe();
+  }
+  static inline test::PrimaryContext* ctx_ = nullptr;
+  static inline test::TempDir* cache_ = nullptr;
+  static inline Runtime* rt_ = nullptr;
+};
+
+TEST_P(GroupedGemm, MatchesFp64) {
+  const Case c = std::get<0>(GetParam());
+  const bool forced = std::get<1>(GetParam());
+  const int64_t E = c.e, N = c.n, K = c.k, Mt = c.m + kTail;  // tensors' M
+  auto offs_h = group_sizes(c);
+  ASSERT_EQ(offs_h.back(), c.m);
+  std::vector<int64_t> group(size_t(Mt), -1);  // each row's group, -1 past offs[E-1]
+  for (int64_t e = 0, r = 0; e < E; ++e)
+    for (; r < offs_h[size_t(e)]; ++r) group[size_t(r)] = e;
+
+  const uint64_t seed = uint64_t(E * 1000003 + N * 1009 + K * 17 + c.m);
+  auto xb = test::to_bf16(test::random_floats(size_t(Mt * K), seed));
+  auto gb = test::to_bf16(test::random_floats(size_t(Mt * N), seed + 1));
+  auto wb = test::to_bf16(test::random_floats(size_t(E * N * K), seed + 2, 0.5f));
+  for (int64_t r = c.m; r < Mt; ++r) {  // rows past offs[E-1]: NaN, never to be read
+    std::fill_n(xb.begin() + r * K, K, uint16_t(0x7fc0));
+    std::fill_n(gb.begin() + r * N, N, uint16_t(0x7fc0));
+  }
+  const auto x = widen(xb), g = widen(gb), w = widen(wb);
+
+  Dev X(DType::bf16, {Mt, K}), G(DType::bf16, {Mt, N}), W(DType::bf16, {E, N, K}), O(DType::i32, {E});
+  X.upload(xb), G.upload(gb), W.upload(wb), O.upload(offs_h);
+
+  // FP64 references over rows in groups.
+  std::vector<double> yref(size_t(c.m * N)), dxref(size_t(c.m * K)), dwref(size_t(E * N * K), 0.0);
+  parallel_for(c.m, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t e = group[size_t(r)];
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        const double* wr = &w[size_t((e * N + j) * K)];
+        for (int64_t kk = 0; kk < K; ++kk) s += x[size_t(r * K + kk)] * wr[kk];
+        yref[size_t(r * N + j)] = s;
+        const double gv = g[size_t(r * N + j)];
+        for (int64_t kk = 0; kk < K; ++kk) dxref[size_t(r * K + kk)] += gv * wr[kk];
+      }
+    }
+  });
+  parallel_for(E * N, [&](int64_t lo, int64_t hi) {
+    for (int64_t ej = lo; ej < hi; ++ej) {
+      const int64_t e = ej / N, j = ej % N;
+      double* out = &dwref[size_t(ej * K)];
+      for (int64_t r = e ? offs_h[size_t(e - 1)] : 0; r < offs_h[size_t(e)]; ++r) {
+        const double gv = g[size_t(r * N + j)];
+        for (int64_t kk = 0; kk < K; ++kk) out[kk] += gv * x[size_t(r * K + kk)];
+      }
+    }
+  });
+
+  // Runs `l` twice on a poisoned output: the same bits both times (deterministic).
+  auto run_twice = [](const Launch& l, Dev& out) {
+    out.poison();
+    l.launch(nullptr);
+    auto first = out.download<uint8_t>();
+    out.poison();
+    l.launch(nullptr);
+    EXPECT_EQ(out.download<uint8_t>(), first) << "two runs differ";
+    return first;
+  };
+  auto as16 = [](const std::vector<uint8_t>& b) {
+    std::vector<uint16_t> v(b.size() / 2);
+    std::memcpy(v.data(), b.data(), b.size());
+    return v;
+  };
+  auto as32 = [](const std::vector<uint8_t>& b) {
+    std::vector<float> v(b.size() / 4);
+    std::memcpy(v.data(), b.data(), b.size());
+    return v;
+  };
+
+  // fwd and dgrad: [Mt, cols] bf16 outputs whose rows past offs[E-1] keep their poison.
+  auto check_rows = [&](const std::string& what, int64_t cols, const std::vector<double>& ref,
+                        const std::function<Launch(const DLTensor&)>& prepare) {
+    SCOPED_TRACE(what);
+    Dev out(DType::bf16, {Mt, cols});
+    auto l = prepare(out.dl);
+    expect_route(l, what);
+    auto got = as16(run_twice(l, out));
+    expect_bf16_close(got, ref, size_t(c.m * cols), what.c_str());
+    for (size_t i = size_t(c.m * cols); i < got.size(); ++i)
+      ASSERT_EQ(got[i], 0xffff) << what << " written past offs[E-1] at " << i;
+  };
+  check_rows("fwd", N, yref, [&](const DLTensor& y) {
+    return ops::prepare_grouped_gemm_fwd(*rt_, y, X.dl, W.dl, O.dl, opt("fwd"));
+  });
+  check_rows("dgrad", K, dxref, [&](const DLTensor& dx) {
+    return ops::prepare_grouped_gemm_dgrad(*rt_, dx, G.dl, W.dl, O.dl, opt("dgrad"));
+  });
+  // wgrad: bf16 and f32 out; empty groups are zeros.
+  Dev DWb(DType::bf16, {E, N, K}), DWf(DType::f32, {E, N, K});
+  std::vector<uint16_t> dwb;
+  std::vector<float> dwf;
+  {
+    SCOPED_TRACE("wgrad bf16");
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, DWb.dl, G.dl, X.dl, O.dl, false, opt("wgrad_bf16"));
+    expect_route(l, "wgrad_bf16");
+    dwb = as16(run_twice(l, DWb));
+    expect_bf16_close(dwb, dwref, dwref.size(), "dw (bf16)");
+  }
+  {
+    SCOPED_TRACE("wgrad f32");
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, DWf.dl, G.dl, X.dl, O.dl, false, opt("wgrad_f32"));
+    expect_route(l, "wgrad_f32");
+    dwf = as32(run_twice(l, DWf));
+    test::expect_f32_close(dwf, dwref, "dw (f32)");
+  }
+  for (int64_t e = 0; e < E; ++e)
+    if (offs_h[size_t(e)] == (e ? offs_h[size_t(e - 1)] : 0))
+      for (int64_t i = e * N * K; i < (e + 1) * N * K; ++i) {
+        ASSERT_EQ(dwf[size_t(i)], 0.0f) << "empty group " << e;
+        ASSERT_EQ(dwb[size_t(i)] & 0x7fff, 0) << "empty group " << e;
+      }
+
+  // Accumulate into f32, fused and composed: bitwise fp32(out0 + dW) with dW the
+  // overwriting f32 result of the same route family; an empty group leaves out[e] alone.
+  auto out0 = test::random_floats(size_t(E * N * K), seed + 3, 4.0f);
+  auto check_acc_f32 = [&](const std::string& what, const std::string& candidate, Accumulate want) {
+    SCOPED_TRACE(what);
+    Dev D(DType::f32, {E, N, K});
+    ops::OpOptions o = opt("wgrad_acc_f32");
+    if (!candidate.empty()) o.candidate = candidate;
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, O.dl, true, o);
+    EXPECT_EQ(l.plan()->accumulate, want) << l.describe();
+    D.upload(out0);
+    l.launch(nullptr);
+    auto got = D.download<float>();
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (f32_bits(got[i]) != f32_bits(out0[i] + dwf[i]) && bad++ < 3)
+        ADD_FAILURE() << what << " at " << i << ": " << got[i] << ", want " << out0[i] + dwf[i];
+    EXPECT_EQ(bad, 0u) << l.describe();
+  };
+  check_acc_f32("accumulate f32 (planner's route)", "", Accumulate::fused);
+  const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
+  check_acc_f32("accumulate f32 composed",
+                forced ? portable("wgrad_acc_f32_composed")
+                       : hopper ? "wgrad_acc_f32_composed_sm90" : "wgrad_acc_f32_composed_portable",
+                Accumulate::composed);
+
+  {  // Accumulate into bf16: composed only, out = bf16(out0 + bf16(dW)), one fp32 add.
+    SCOPED_TRACE("accumulate bf16");
+    auto out0b = test::to_bf16(test::random_floats(size_t(E * N * K), seed + 4, 4.0f));
+    Dev D(DType::bf16, {E, N, K});
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, O.dl, true, opt("wgrad_acc_bf16"));
+    expect_route(l, "wgrad_acc_bf16");
+    EXPECT_EQ(l.plan()->accumulate, Accumulate::composed);
+    EXPECT_EQ(l.scratch_bytes(), D.bytes());
+    D.upload(out0b);
+    l.launch(nullptr);
+    auto got = D.download<uint16_t>();
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], test::bf16_bits(bf16_float(out0b[i]) + bf16_float(dwb[i]))) << i;
+  }
+}
+
+const Case kCases[] = {
+    {"E1_balanced", 1, 128, 64, 64, Sizes::balanced},
+    {"E4_balanced", 4, 1024, 128, 256, Sizes::balanced},
+    {"E8_skewed", 8, 2048, 256, 128, Sizes::skewed},
+    {"E8_one_empty", 8, 1000, 64, 512, Sizes::one_empty},
+    {"E32_all_empty_but_one", 32, 777, 128, 64, Sizes::all_empty_but_one},
+    {"E32_lognormal", 32, 4096, 256, 256, Sizes::lognormal},
+    {"E4_odd_smallest", 4, 137, 8, 8, Sizes::odd},
+    {"E8_odd_untiled", 8, 700, 520, 136, Sizes::odd},
+    {"E4_large", 4, 4096, 512, 512, Sizes::balanced},
+    {"E8_all_empty", 8, 0, 64, 64, Sizes::all_empty},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, GroupedGemm, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) ? "_portable" : "_planned");
+                         });
+
+using GroupedGemmGpu = test::RuntimeTest<>;
+
+// Prepared launches replay in a captured graph: the same bits as a direct launch, for a
+// one-stage route, a two-stage composed one and (both routes) the fused accumulate.
+TEST_F(GroupedGemmGpu, ReplaysInACapturedGraph) {
+  const int64_t E = 4, M = 300, N = 64, K = 128;
+  std::vector<int32_t> offs_h = {50, 50, 210, 300};
+  Dev X(DType::bf16, {M, K}), G(DType::bf16, {M, N}), W(DType::bf16, {E, N, K}), O(DType::i32, {E});
+  X.upload(test::to_bf16(test::random_floats(size_t(M * K), 1)));
+  G.upload(test::to_bf16(test::random_floats(size_t(M * N), 2)));
+  W.upload(test::to_bf16(test::random_floats(size_t(E * N * K), 3)));
+  O.upload(offs_h);
+  auto out0 = test::random_floats(size_t(E * N * K), 4);
+  auto out0b = test::to_bf16(out0);
+  for (bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "portable" : "planned");
+    auto opt = [&](const char* cand) {
+      ops::OpOptions o;
+      if (forced) o.candidate = cand;
+      return o;
+    };
+    Dev Y(DType::bf16, {M, N}), DW(DType::f32, {E, N, K}), DWB(DType::bf16, {E, N, K});
+    auto fwd = ops::prepare_grouped_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, O.dl, opt(portable("fwd")));
+    auto acc = ops::prepare_grouped_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, O.dl, true, opt(portable("wgrad_acc_f32")));
+    auto accb = ops::prepare_grouped_gemm_wgrad(*rt_, DWB.dl, G.dl, X.dl, O.dl, true, opt(portable("wgrad_acc_bf16")));
+    // Direct results.
+    Y.poison();
+    fwd.launch(nullptr);
+    DW.upload(out0), DWB.upload(out0b);
+    acc.launch(nullptr), accb.launch(nullptr);
+    auto y1 = Y.download<uint16_t>();
+    auto dw1 = DW.download<uint32_t>();
+    auto dwb1 = DWB.download<uint16_t>();
+    // The same from a graph.
+    CUstream s;
+    CAKE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CAKE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    fwd.launch(s), acc.launch(s), accb.launch(s);
+    CUgraph graph;
+    CAKE_CU(cuStreamEndCapture(s, &graph));
+    CUgraphExec exec;
+    CAKE_CU(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    Y.poison();
+    DW.upload(out0), DWB.upload(out0b);
+    CAKE_CU(cuGraphLaunch(exec, s));
+    CAKE_CU(cuStreamSynchronize(s));
+    EXPECT_EQ(Y.download<uint16_t>(), y1);
+    EXPECT_EQ(DW.download<uint32_t>(), dw1);
+    EXPECT_EQ(DWB.download<uint16_t>(), dwb1);
+    CAKE_CU(cuGraphExecDestroy(exec));
+    CAKE_CU(cuGraphDestroy(graph));
+    CAKE_CU(cuStreamDestroy(s));
+  }
+}
+
+// M = 0: fwd and dgrad launch nothing; wgrad zero-fills dw (a memset, graph-capturable), or
+// with accumulate leaves it alone.
+TEST_F(GroupedGemmGpu, NoRows) {
+  const int64_t E = 4, N = 32, K = 64;
+  Dev X(DType::bf16, {0, K}), G(DType::bf16, {0, N}), Y(DType::bf16, {0, N}), DX(DType::bf16, {0, K}),
+      W(DType::bf16, {E, N, K}), O(DType::i32, {E});
+  O.upload(std::vector<int32_t>(size_t(E), 0));
+  EXPECT_EQ(ops::prepare_grouped_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, O.dl).stage_count(), 0u);
+  EXPECT_EQ(ops::prepare_grouped_gemm_dgrad(*rt_, DX.dl, G.dl, W.dl, O.dl).stage_count(), 0u);
+  for (DType t : {DType::f32, DType::bf16}) {
+    Dev DW(t, {E, N, K});
+    DW.poison();
+    auto acc = ops::prepare_grouped_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, O.dl, true);
+    EXPECT_EQ(acc.stage_count(), 0u);
+    acc.launch(nullptr);
+    for (auto b : DW.download<uint8_t>()) ASSERT_EQ(b, 0xff);  // untouched
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, O.dl, false);
+    EXPECT_EQ(l.stage_count(), 1u);
+    EXPECT_NE(l.describe().find("zero fill"), std::string::npos) << l.describe();
+    l.launch(nullptr);
+    for (auto b : DW.download<uint8_t>()) ASSERT_EQ(b, 0);
+  }
+}
+
+// A bad argument on real memory: rejected, nothing written; a forced candidate that cannot
+// serve (the sm90 one on another arch, or one that does not exist) is an error naming it.
+TEST_F(GroupedGemmGpu, RejectedBeforeAnythingIsWritten) {
+  const int64_t E = 2, M = 64, N = 32, K = 64;
+  Dev X(DType::bf16, {M, K}), W(DType::bf16, {E, N, K}), O(DType::i32, {E}), Y(DType::bf16, {M, N}),
+      Ybad(DType::bf16, {M, N + 8});
+  O.upload(std::vector<int32_t>{20, 64});
+  Y.poison(), Ybad.poison();
+  test::expect_argument_error([&] { ops::prepare_grouped_gemm_fwd(*rt_, Ybad.dl, X.dl, W.dl, O.dl); }, "y", "differs from");
+  test::expect_argument_error([&] { ops::prepare_grouped_gemm_fwd(*rt_, X.dl, X.dl, W.dl, O.dl); }, "y", "differs from");
+  DLTensor yview = Y.dl;  // y two bytes into its buffer: not 16-byte aligned (and M - 1 rows, to fit)
+  int64_t y_shape[2] = {M - 1, N};
+  yview.shape = y_shape;
+  yview.byte_offset = 2;
+  DLTensor xview = X.dl;
+  int64_t x_shape[2] = {M - 1, K};
+  xview.shape = x_shape;
+  test::expect_argument_error([&] { ops::prepare_grouped_gemm_fwd(*rt_, yview, xview, W.dl, O.dl); }, "y", "16-byte aligned");
+  for (auto b : Ybad.download<uint8_t>()) ASSERT_EQ(b, 0xff);
+  for (auto b : Y.download<uint8_t>()) ASSERT_EQ(b, 0xff);
+  ops::OpOptions o;
+  o.candidate = "no_such_candidate";
+  try {
+    ops::prepare_grouped_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, O.dl, o);
+    ADD_FAILURE() << "an unknown candidate was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no candidate 'no_such_candidate'"), std::string::npos) << e.what();
+  }
+  for (auto b : Y.download<uint8_t>()) ASSERT_EQ(b, 0xff);
+}
+
+}  // namespace
+}  // namespace cake

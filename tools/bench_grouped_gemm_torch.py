@@ -1,0 +1,187 @@
+"""Grouped GEMM: cake (through the C ABI) against torch._grouped_mm, in one python process on
+the GPU, same inputs, CUDA-event medians with L2 flushed before each timed call.
+
+    python3 tools/bench_grouped_gemm_torch.py build-gpu/runtime/libcake.so \
+        [--shape gate_up down] [--m 131072] [--e 8 32] [--dist balanced lognormal] \
+        [--op fwd dgrad wgrad wgrad_acc] [--reps 10]
+
+torch's side: fwd _grouped_mm(x, w.transpose(-2, -1), offs) -> [M, N]; dgrad
+_grouped_mm(g, w, offs) -> [M, K]; wgrad _grouped_mm(g.t(), x, offs) -> [E, N, K] bf16;
+wgrad_acc main_grad.add_(that) into an f32 [E, N, K] (torch has no fused accumulate, and a
+f32 out_dtype leaves its fast path). Group sizes follow `cakec bench grouped_gemm`'s recipes;
+lognormal draws from torch's generator, so its sizes differ from the C++ bench's.
+Exit code 1 when a cake call fails or a row's output disagrees with torch's."""
+import argparse
+import math
+import os
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cake_ctypes import CakeRuntime  # noqa: E402
+
+SHAPES = {"gate_up": (4096, 6144), "down": (6144, 2048)}  # (N, K)
+
+
+def split(m, parts):
+    return [m // parts + (1 if i < m % parts else 0) for i in range(parts)]
+
+
+def group_sizes(dist, m, e):
+    if dist == "balanced":
+        return split(m, e)
+    if dist == "skewed":
+        return [m] if e == 1 else [m // 2] + split(m - m // 2, e - 1)
+    if dist == "one_empty":
+        if e < 2:
+            raise SystemExit("--dist one_empty needs E >= 2")
+        s = split(m, e - 1)
+        return s[:e // 2] + [0] + s[e // 2:]
+    gen = torch.Generator().manual_seed(20261129 + e)  # lognormal, sigma 1
+    w = torch.randn(e, generator=gen, dtype=torch.float64).exp()
+    exact = w / w.sum() * m
+    sizes = exact.floor().long()
+    order = (exact - sizes).argsort(descending=True)
+    for i in range(m - int(sizes.sum())):
+        sizes[order[i % e]] += 1
+    return sizes.tolist()
+
+
+class Timer:
+    def __init__(self, reps):
+        self.reps = reps
+        self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")  # > 4x the 60 MB L2
+        self.a = torch.cuda.Event(enable_timing=True)
+        self.b = torch.cuda.Event(enable_timing=True)
+
+    def median_ms(self, fn):
+        fn()  # warm-up
+        t = []
+        for _ in range(self.reps):
+            self.flush.zero_()
+            self.a.record()
+            fn()
+            self.b.record()
+            self.b.synchronize()
+            t.append(self.a.elapsed_time(self.b))
+        return sorted(t)[len(t) // 2]
+
+
+def bad_count(got, want):
+    """Elements outside |got - want| <= 1e-2 + 1e-2 |want| (NaN counts), and the total."""
+    got, want = got.float(), want.float()
+    ok = (got - want).abs() <= 1e-2 + 1e-2 * want.abs()
+    return int((~ok).sum()), want.numel()
+
+
+def route_of(launch):
+    first = launch.describe().splitlines()[0] if launch.describe() else "-"
+    if first.startswith("route "):
+        name, _, rest = first[len("route "):].partition(" (accumulate ")
+        acc = rest.split(",")[0]
+        return name + ("" if acc == "off" else f" ({acc})")
+    return first
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("libcake")
+    p.add_argument("--shape", nargs="+", default=["gate_up", "down"], choices=list(SHAPES))
+    p.add_argument("--m", nargs="+", type=int, default=[131072])
+    p.add_argument("--e", nargs="+", type=int, default=[8, 32])
+    p.add_argument("--dist", nargs="+", default=["balanced", "lognormal"],
+                   choices=["balanced", "skewed", "one_empty", "lognormal"])
+    p.add_argument("--op", nargs="+", default=["fwd", "dgrad", "wgrad", "wgrad_acc"],
+                   choices=["fwd", "dgrad", "wgrad", "wgrad_acc"])
+    p.add_argument("--reps", type=int, default=10)
+    a = p.parse_args()
+
+    rt = CakeRuntime(a.libcake, cache_dir=tempfile.mkdtemp())
+    timer = Timer(a.reps)
+    print(f"bench_grouped_gemm_torch: {torch.cuda.get_device_name()}, torch {torch.__version__}; bf16 in; "
+          f"median of {a.reps}, L2 flushed; TF = TFLOP/s (2*M*N*K); VS_TORCH = torch's time / cake's time")
+    cols = ["SHAPE", "M", "E", "DIST", "OP", "GROUPS", "CAKE_MS", "CAKE_TF", "TORCH_TF", "VS_TORCH", "CHECK", "ROUTE"]
+    widths = [7, 6, 2, 9, 9, 11, 7, 7, 8, 8, 7, 0]
+    line = lambda row: print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), flush=True)
+    line(cols)
+    ratios, failed = [], False
+    for shape in a.shape:
+        N, K = SHAPES[shape]
+        max_m, max_e = max(a.m), max(a.e)
+        torch.manual_seed(0)
+        x_all = torch.randn(max_m, K, device="cuda", dtype=torch.bfloat16)
+        g_all = torch.randn(max_m, N, device="cuda", dtype=torch.bfloat16)
+        w_all = torch.randn(max_e, N, K, device="cuda", dtype=torch.bfloat16)
+        for M in a.m:
+            x, g = x_all[:M], g_all[:M]
+            y, dx = torch.empty(M, N, device="cuda", dtype=torch.bfloat16), torch.empty_like(x)
+            for E in a.e:
+                w = w_all[:E]
+                dw16 = torch.empty(E, N, K, device="cuda", dtype=torch.bfloat16)
+                dw32 = torch.zeros(E, N, K, device="cuda", dtype=torch.float32)
+                for dist in a.dist:
+                    sizes = group_sizes(dist, M, E)
+                    offs = torch.tensor(sizes, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+                    nonempty = torch.tensor([s > 0 for s in sizes], device="cuda")
+                    flop = 2.0 * M * N * K
+                    for op in a.op:
+                        row = [shape, M, E, dist, op, f"{min(sizes)}-{max(sizes)}"]
+                        try:
+                            if op == "fwd":
+                                launch = rt.prepare_grouped_gemm_fwd(y, x, w, offs)
+                                ref = lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+                                out, mask = y, None
+                            elif op == "dgrad":
+                                launch = rt.prepare_grouped_gemm_dgrad(dx, g, w, offs)
+                                ref = lambda: torch._grouped_mm(g, w, offs=offs)
+                                out, mask = dx, None
+                            elif op == "wgrad":
+                                launch = rt.prepare_grouped_gemm_wgrad(dw16, g, x, offs, accumulate=False)
+                                ref = lambda: torch._grouped_mm(g.t(), x, offs=offs)
+                                out, mask = dw16, nonempty  # torch's empty groups: not compared
+                            else:
+                                launch = rt.prepare_grouped_gemm_wgrad(dw32, g, x, offs, accumulate=True)
+                                ref = lambda: dw32.add_(torch._grouped_mm(g.t(), x, offs=offs))
+                                out, mask = dw32, None
+                            # Check: one call of each on the same starting output.
+                            if op == "wgrad_acc":
+                                dw32.fill_(1.0)
+                                launch.run()
+                                want = 1.0 + torch._grouped_mm(g.t(), x, offs=offs).float()
+                            else:
+                                out.fill_(float("nan"))
+                                launch.run()
+                                want = ref()
+                            got = out if mask is None else out[mask]
+                            bad, total = bad_count(got, want if mask is None else want[mask])
+                            check = "ok" if bad == 0 else f"BAD {bad}/{total}"
+                            failed |= bad != 0
+                            del want
+                            cake_ms = timer.median_ms(lambda: launch.run())
+                            torch_ms = timer.median_ms(ref)
+                            ratios.append((torch_ms / cake_ms, op, " ".join(str(v) for v in row[:5])))
+                            row += [f"{cake_ms:.3f}", f"{flop / cake_ms / 1e9:.0f}", f"{flop / torch_ms / 1e9:.0f}",
+                                    f"{torch_ms / cake_ms:.3f}x", check, route_of(launch)]
+                        except Exception as err:  # a cake error: report the row, go on
+                            failed = True
+                            row.append(f"error: {err}")
+                        line(row)
+    if ratios:
+        print("\ngeomean of VS_TORCH:")
+        for op in a.op:
+            r = [v for v, o, _ in ratios if o == op]
+            if r:
+                print(f"  {op:<9} {math.exp(sum(map(math.log, r)) / len(r)):.3f}x")
+        print(f"  {'all':<9} {math.exp(sum(math.log(v) for v, _, _ in ratios) / len(ratios)):.3f}x "
+              f"over {len(ratios)} rows")
+        worst = min(ratios)
+        print(f"  min row   {worst[0]:.3f}x  ({worst[2]})")
+    if failed:
+        print("\nFAILED: a row above has an error or a BAD check")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

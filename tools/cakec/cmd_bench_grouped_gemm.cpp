@@ -1,0 +1,316 @@
+// cakec bench grouped_gemm: cake's grouped GEMM (fwd, dgrad, wgrad with bf16 output, wgrad
+// accumulating into f32) against two cuBLAS baselines in one process: the per-expert loop
+// of cublasGemmEx calls (group sizes known on the host: the baseline's advantage) and
+// cublasGemmGroupedBatchedEx (one group per expert). CUDA events, L2 flushed before each
+// timed call, median of --reps. cuBLAS is dlopen-ed (cublas_loader.hpp). Each row's cake
+// output is checked against the loop's on sampled rows (--no-check skips it).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "bench_util.hpp"
+#include "cli_common.hpp"
+#include "cublas_loader.hpp"
+#include "error.hpp"
+#include "grouped_gemm_cases.hpp"
+#include "ops.hpp"
+
+namespace cakec {
+namespace {
+
+struct Args {
+  std::vector<std::string> shapes{"gate_up", "down"}, dists{"balanced", "skewed", "one_empty", "lognormal"},
+      ops{"fwd", "dgrad", "wgrad", "wgrad_acc"};
+  std::vector<int64_t> ms{112576, 131072};
+  std::vector<int> es{4, 8, 16, 32};
+  int reps = 10;
+  std::string cublas;
+  bool check = true;
+};
+
+// The device tensors of one shape, sized for the largest M and E and shared by every case
+// of that shape: cake writes y, dx, dw; the cuBLAS baselines write the *_ref twins.
+struct Buffers {
+  Buffers(int64_t m, int64_t e, int64_t n, int64_t k)
+      : x(size_t(m * k) * 2), g(size_t(m * n) * 2), w(size_t(e * n * k) * 2), y(size_t(m * n) * 2),
+        y_ref(y.bytes()), dx(size_t(m * k) * 2), dx_ref(dx.bytes()), dw(size_t(e * n * k) * 4), dw_ref(dw.bytes()),
+        offs(size_t(e) * 4), ptrs(size_t(e) * 3 * 8) {
+    fill_random(x.get(), size_t(m * k), 1);
+    fill_random(g.get(), size_t(m * n), 2);
+    fill_random(w.get(), size_t(e * n * k), 3);
+    CAKE_CU(cuCtxSynchronize());
+  }
+  cake::DeviceBuffer x, g, w, y, y_ref, dx, dx_ref, dw, dw_ref, offs, ptrs;
+};
+
+DLTensor tensor(const cake::DeviceBuffer& b, DLDataType dt, std::vector<int64_t>& shape) {
+  DLTensor t{};
+  t.data = b.ptr();
+  t.device = {kDLCUDA, 0};
+  t.ndim = int(shape.size());
+  t.dtype = dt;
+  t.shape = shape.data();
+  return t;
+}
+
+constexpr DLDataType kBf16{kDLBfloat, 16, 1}, kF32{kDLFloat, 32, 1}, kI32{kDLInt, 32, 1};
+
+cake::Launch prepare_cake(cake::Runtime& rt, const Buffers& b, const std::string& op, int64_t m, int64_t e,
+                          int64_t n, int64_t k) {
+  std::vector<int64_t> mk{m, k}, mn{m, n}, enk{e, n, k}, ve{e};
+  DLTensor x = tensor(b.x, kBf16, mk), g = tensor(b.g, kBf16, mn), w = tensor(b.w, kBf16, enk),
+           offs = tensor(b.offs, kI32, ve);
+  if (op == "fwd") return cake::ops::prepare_grouped_gemm_fwd(rt, tensor(b.y, kBf16, mn), x, w, offs);
+  if (op == "dgrad") return cake::ops::prepare_grouped_gemm_dgrad(rt, tensor(b.dx, kBf16, mk), g, w, offs);
+  bool acc = op == "wgrad_acc";
+  return cake::ops::prepare_grouped_gemm_wgrad(rt, tensor(b.dw, acc ? kF32 : kBf16, enk), g, x, offs, acc);
+}
+
+// The output an op writes (cake's, or the baselines' with ref) and its element size.
+CUdeviceptr output(const Buffers& b, const std::string& op, bool ref) {
+  if (op == "fwd") return (ref ? b.y_ref : b.y).get();
+  if (op == "dgrad") return (ref ? b.dx_ref : b.dx).get();
+  return (ref ? b.dw_ref : b.dw).get();
+}
+
+// Samples cake's output against the loop's: for fwd/dgrad three rows of each non-empty
+// group, for wgrad three rows of every dw[e] (empty groups too: zeros, or unchanged with
+// accumulate, where the baselines' output was prepared the same way). Returns "ok" or
+// "BAD n/total".
+std::string compare(const Buffers& b, const std::string& op, const Case& c) {
+  const bool f32 = op == "wgrad_acc", wgrad = op.rfind("wgrad", 0) == 0;
+  const int64_t width = op == "fwd" ? c.n : c.k;
+  const size_t elem = f32 ? 4 : 2;
+  std::vector<size_t> rows;  // row indices into the output, each `width` elements
+  for (int64_t e = 0; e < c.e; ++e) {
+    int64_t first = wgrad ? e * c.n : c.offsets[e], count = wgrad ? c.n : c.sizes[e];
+    if (count > 0)
+      for (int64_t r : {first, first + count / 2, first + count - 1}) rows.push_back(size_t(r));
+  }
+  std::vector<unsigned char> got(size_t(width) * elem), want(got.size());
+  size_t bad = 0, total = 0;
+  for (size_t r : rows) {
+    CAKE_CU(cuMemcpyDtoH(got.data(), output(b, op, false) + r * width * elem, got.size()));
+    CAKE_CU(cuMemcpyDtoH(want.data(), output(b, op, true) + r * width * elem, want.size()));
+    for (int64_t i = 0; i < width; ++i, ++total) {
+      float u, v;
+      if (f32) {
+        std::memcpy(&u, &got[i * 4], 4), std::memcpy(&v, &want[i * 4], 4);
+      } else {
+        uint16_t p, q;
+        std::memcpy(&p, &got[i * 2], 2), std::memcpy(&q, &want[i * 2], 2);
+        u = bf16_to_float(p), v = bf16_to_float(q);
+      }
+      if (!(std::fabs(u - v) <= 1e-2f + 1e-2f * std::fabs(v))) ++bad;  // NaN counts as bad
+    }
+  }
+  return bad == 0 ? "ok" : "BAD " + std::to_string(bad) + "/" + std::to_string(total);
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+const std::vector<int> kWidths = {7, 6, 2, 9, 9, 11, 7, 7, 7, 7, 7, 7, 0};
+void print_row(const std::vector<std::string>& cols) {
+  std::string s;
+  for (size_t i = 0; i < cols.size(); ++i) {
+    s += cols[i];
+    if (i + 1 < cols.size()) s += std::string(std::max<int>(1, kWidths[i] - int(cols[i].size()) + 2), ' ');
+  }
+  std::printf("%s\n", s.c_str());
+  std::fflush(stdout);
+}
+
+struct Result {
+  std::string what;  // shape M E dist op
+  std::string op;
+  double ratio;
+};
+
+// One process's run: the runtime, the timer, cuBLAS, and what the summary needs.
+class Bench {
+ public:
+  explicit Bench(const Args& a) : a_(a), lib_(a.cublas) {
+    if (lib_.available()) handle_ = std::make_unique<CublasHandle>(lib_, timer_.stream);
+  }
+
+  void print_header(const std::string& device) {
+    std::string cublas = !lib_.available() ? "n/a: " + lib_.missing_reason()
+                         : lib_.path() + " " + lib_.version() +
+                               (lib_.has_grouped_batched() ? "" : " (no cublasGemmGroupedBatchedEx: GROUPED n/a)");
+    std::printf("cakec bench grouped_gemm: %s; cuBLAS %s; bf16 in, fp32 compute; median of %d, L2 flushed; "
+                "TF = TFLOP/s (2*M*N*K)\n", device.c_str(), cublas.c_str(), a_.reps);
+    std::printf("LOOP = cublasGemmEx per non-empty group; GROUPED = cublasGemmGroupedBatchedEx, one group per "
+                "non-empty expert; both skip empty groups (for wgrad bf16 cake zero-fills them, the baselines do "
+                "not); wgrad_acc: f32 dW += (beta = 1). VS_BEST = faster baseline's time / cake's time.\n");
+    print_row({"SHAPE", "M", "E", "DIST", "OP", "GROUPS", "CAKE_MS", "CAKE_TF", "LOOP_TF", "GROUPED", "VS_BEST",
+               "CHECK", "ROUTE"});
+  }
+
+  // Prepares, checks and times one (case, op) and prints its row. False: stop the run.
+  bool row(Buffers& b, const Shape& shape, const Case& c, const std::string& op) {
+    std::vector<std::string> row = {shape.name, std::to_string(c.m), std::to_string(c.e), c.dist, op,
+                                    std::to_string(c.min_size()) + "-" + std::to_string(c.max_size())};
+    bool stop = false;
+    try {
+      cake::Launch launch = prepare_cake(rt_, b, op, c.m, c.e, c.n, c.k);
+      const cake::Plan* plan = launch.plan();
+      std::string route = plan ? plan->route : "-";
+      if (plan && plan->accumulate != cake::Accumulate::off)
+        route += std::string(" (") + cake::accumulate_name(plan->accumulate) + ")";
+      const auto gemms = baseline_gemms(c, op, b.x.get(), b.g.get(), b.w.get(), output(b, op, true));
+      const std::string check = a_.check && handle_ ? check_once(b, c, op, launch, gemms) : "-";
+      failed_ |= check != "ok" && check != "-";
+      const double cake_ms = timer_.median_ms([&] { launch.launch(timer_.stream); }, a_.reps);
+      double loop_ms = NAN, grouped_ms = NAN;
+      if (handle_) {
+        loop_ms = timer_.median_ms([&] { run_loop(*handle_, gemms); }, a_.reps);
+        if (lib_.has_grouped_batched()) {
+          GroupedBatched gb(gemms, b.ptrs.get());
+          cublasStatus_t s = gb.run(*handle_);  // also the warm-up
+          if (s == CUBLAS_STATUS_SUCCESS)
+            grouped_ms = timer_.median_ms([&] { gb.run_checked(*handle_); }, a_.reps);
+          else
+            ++grouped_errors_[std::string(cublas_status_name(s)) + " for " + op];
+        }
+      }
+      const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
+      const double best = std::fmin(loop_ms, grouped_ms);  // fmin ignores a NaN
+      auto tf = [&](double ms) { return std::isnan(ms) ? std::string("n/a") : fmt("%.0f", flop / ms / 1e9); };
+      row.insert(row.end(), {fmt("%.3f", cake_ms), tf(cake_ms), tf(loop_ms), tf(grouped_ms),
+                             std::isnan(best) ? "n/a" : fmt("%.3fx", best / cake_ms), check, route});
+      if (!std::isnan(best))
+        results_.push_back({shape.name + " M=" + std::to_string(c.m) + " E=" + std::to_string(c.e) + " " + c.dist +
+                                " " + op, op, best / cake_ms});
+      ++routes_[op][route];
+    } catch (const cake::Error& err) {
+      failed_ = true;
+      // A driver error (a faulted kernel, say) may have left the context unusable: stop.
+      stop = dynamic_cast<const cake::DriverError*>(&err) != nullptr;
+      row.push_back(std::string(stop ? "error (stopping): " : "error: ") + err.what());
+    }
+    print_row(row);
+    return !stop;
+  }
+
+  // One untimed call of cake and of the loop on outputs prepared alike (NaN, or 1.0 for
+  // accumulate; the loop's empty wgrad groups zeroed as cake's are), then compare().
+  std::string check_once(Buffers& b, const Case& c, const std::string& op, const cake::Launch& launch,
+                         const std::vector<Gemm>& gemms) {
+    const size_t bytes = op == "fwd" ? size_t(c.m * c.n) * 2 : op == "dgrad" ? size_t(c.m * c.k) * 2
+                         : size_t(c.e * c.n * c.k) * (op == "wgrad" ? 2 : 4);
+    const uint32_t init = op == "wgrad_acc" ? 0x3f800000u : 0xffffffffu;
+    for (bool ref : {false, true}) CAKE_CU(cuMemsetD32Async(output(b, op, ref), init, bytes / 4, timer_.stream));
+    if (op == "wgrad")
+      for (int64_t g = 0; g < c.e; ++g)
+        if (c.sizes[size_t(g)] == 0)
+          CAKE_CU(cuMemsetD32Async(output(b, op, true) + size_t(g * c.n * c.k) * 2, 0, size_t(c.n * c.k) / 2,
+                                   timer_.stream));
+    launch.launch(timer_.stream);
+    run_loop(*handle_, gemms);
+    CAKE_CU(cuStreamSynchronize(timer_.stream));
+    return compare(b, op, c);
+  }
+
+  int summary() const {
+    for (const auto& [what, n] : grouped_errors_)
+      std::printf("cublasGemmGroupedBatchedEx returned %s (%d rows): GROUPED n/a there\n", what.c_str(), n);
+    std::printf("\ncake's routes:\n");
+    for (const auto& [op, rs] : routes_)
+      for (const auto& [r, n] : rs) std::printf("  %-9s %s (%d rows)\n", op.c_str(), r.c_str(), n);
+    if (!results_.empty()) {
+      std::printf("\ngeomean of VS_BEST (cake over the faster cuBLAS baseline):\n");
+      auto geomean = [&](const std::string& op, int& n) {
+        double s = 0;
+        n = 0;
+        for (const auto& r : results_)
+          if (op.empty() || r.op == op) s += std::log(r.ratio), ++n;
+        return n ? std::exp(s / n) : NAN;
+      };
+      int n = 0;
+      for (const auto& op : a_.ops)
+        if (double g = geomean(op, n); n > 0) std::printf("  %-9s %.3fx over %d rows\n", op.c_str(), g, n);
+      double all = geomean("", n);
+      std::printf("  %-9s %.3fx over %d rows\n", "all", all, n);
+      const auto worst = std::min_element(results_.begin(), results_.end(),
+                                          [](const Result& x, const Result& y) { return x.ratio < y.ratio; });
+      std::printf("  min row   %.3fx  (%s)\n", worst->ratio, worst->what.c_str());
+    }
+    if (failed_) std::printf("\nFAILED: a row above has an error or a BAD check\n");
+    return failed_ ? kFailure : kOk;
+  }
+
+  Timer& timer() { return timer_; }
+
+ private:
+  const Args& a_;
+  cake::Runtime rt_;
+  Timer timer_;
+  Cublas lib_;
+  std::unique_ptr<CublasHandle> handle_;
+  std::vector<Result> results_;
+  std::map<std::string, std::map<std::string, int>> routes_;  // op -> route -> rows
+  std::map<std::string, int> grouped_errors_;
+  bool failed_ = false;
+};
+
+int run_bench_grouped_gemm(const Args& a) {
+  auto& drv = cake::Driver::instance();
+  if (!drv.available() || drv.device_count() == 0)
+    throw cake::Error("cakec bench grouped_gemm needs a GPU: " +
+                      (drv.available() ? std::string("no CUDA device") : drv.missing_reason()));
+  CUdevice dev;
+  CAKE_CU(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));  // the context cuBLAS (runtime API) uses too
+  CAKE_CU(cuCtxSetCurrent(ctx));
+  Bench bench(a);
+  bench.print_header(drv.device(0).name);
+  const int64_t max_m = *std::max_element(a.ms.begin(), a.ms.end());
+  const int max_e = *std::max_element(a.es.begin(), a.es.end());
+  bool go = true;
+  for (size_t si = 0; si < a.shapes.size() && go; ++si) {
+    const Shape shape = shape_by_name(a.shapes[si]);
+    Buffers b(max_m, max_e, shape.n, shape.k);  // once per shape: every case uses a prefix
+    for (size_t mi = 0; mi < a.ms.size() && go; ++mi)
+      for (size_t ei = 0; ei < a.es.size() && go; ++ei)
+        for (size_t di = 0; di < a.dists.size() && go; ++di) {
+          const Case c = make_case(shape, a.ms[mi], a.es[ei], a.dists[di]);
+          CAKE_CU(cuStreamSynchronize(bench.timer().stream));  // nothing still reads offs
+          CAKE_CU(cuMemcpyHtoD(b.offs.get(), c.ends.data(), size_t(c.e) * 4));
+          CAKE_CU(cuCtxSynchronize());
+          for (size_t oi = 0; oi < a.ops.size() && go; ++oi) go = bench.row(b, shape, c, a.ops[oi]);
+        }
+  }
+  return bench.summary();
+}
+
+}  // namespace
+
+void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* c = bench.add_subcommand("grouped_gemm",
+                                 "Grouped GEMM fwd/dgrad/wgrad TFLOP/s against the cuBLAS loop and grouped batched GEMM");
+  c->add_option("--shape", a->shapes, "gate_up (N=4096, K=6144) and/or down (N=6144, K=2048); default both")
+      ->check(CLI::IsMember({"gate_up", "down"}));
+  c->add_option("--m", a->ms, "total rows M (default 112576 131072)")->check(CLI::PositiveNumber);
+  c->add_option("--e", a->es, "expert counts E (default 4 8 16 32)")->check(CLI::PositiveNumber);
+  c->add_option("--dist", a->dists, "group size distributions (default all four)")
+      ->check(CLI::IsMember({"balanced", "skewed", "one_empty", "lognormal"}));
+  c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
+  c->add_option("--reps", a->reps, "timed calls per contender and row; the median is reported (default 10)")
+      ->check(CLI::Range(1, 1000));
+  c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
+  c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the sampled comparison with the cuBLAS loop");
+  c->footer(
+      "Group sizes: balanced (M/E each), skewed (group 0 has M/2, the rest split evenly), one_empty (group E/2 "
+      "empty, the rest split evenly), lognormal (sigma 1, fixed seed, rounded to sum to M).");
+  c->callback([&exit_code, a] { exit_code = run_bench_grouped_gemm(*a); });
+}
+
+}  // namespace cakec

@@ -1,0 +1,384 @@
+// Standalone check and timing of templates/sm90_grouped_gemm.cuh on the GPU machine, outside
+// the runtime (tensor maps encoded here the way runtime/ops_grouped_gemm.cpp does):
+//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I templates \
+//        tools/dev/gg_sm90_harness.cu -lcublas -o gg_sm90 && ./gg_sm90 [--bench]
+// FP64 reference on the GPU, NaN-poisoned outputs, TARGETS.md budgets, determinism, accumulate
+// bits, rows past offs[E-1] untouched; --bench times gate_up/down against a per-expert cuBLAS loop.
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "sm90_grouped_gemm.cuh"
+
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(3);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+using cake::bf16;
+using cake::gg::TmaDesc;
+typedef CUresult (*EncodeFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                             const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                             CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeFn encode_fn;
+
+static TmaDesc make_map(const void* base, int rank, const uint64_t* dims, const uint32_t* box, int esize = 2) {
+  cuuint64_t gdim[3], gstride[2];
+  cuuint32_t bx[3], es[3] = {1, 1, 1};
+  for (int i = 0; i < rank; ++i) gdim[i] = dims[i], bx[i] = box[i];
+  uint64_t s = esize;
+  for (int i = 0; i + 1 < rank; ++i) s *= dims[i], gstride[i] = s;
+  CUtensorMap m;
+  CUresult r = encode_fn(&m, esize == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), gdim, gstride, bx, es,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) std::fprintf(stderr, "cuTensorMapEncodeTiled failed %d\n", int(r)), std::exit(3);
+  TmaDesc d;
+  std::memcpy(&d, &m, sizeof d);
+  return d;
+}
+
+constexpr int kBM = 128, kStages = 4, kBand = 16;
+template <int kBN>
+constexpr int smem_bytes() { return cake::gg::sm90_smem_bytes<kBM, kBN, kStages>(); }
+
+// a: fwd x, dgrad g, wgrad g; b: fwd w, dgrad w, wgrad x
+template <int kOp, typename OutT, bool kAcc, int kBN, int kBandT = kBand, int kStagesT = kStages, int kCl = 1>
+void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int M, int N, int K, int sms,
+            cudaStream_t st = 0) {
+  TmaDesc ta, tb, to;
+  {
+    const int es = sizeof(OutT);
+    if (kOp == 2) {
+      uint64_t d[3] = {uint64_t(K), uint64_t(N), uint64_t(E)};
+      uint32_t bx[3] = {uint32_t(128 / es), 64, 1};
+      to = make_map(out, 3, d, bx, es);
+    } else {
+      uint64_t d[2] = {uint64_t(kOp == 0 ? N : K), uint64_t(M)};
+      uint32_t bx[2] = {uint32_t(128 / es), 64};
+      to = make_map(out, 2, d, bx, es);
+    }
+  }
+  if (kOp == 0) {
+    uint64_t da[2] = {uint64_t(K), uint64_t(M)}, db[3] = {uint64_t(K), uint64_t(N), uint64_t(E)};
+    uint32_t ba[2] = {64, kBM}, bb[3] = {64, kBN / kCl, 1};
+    ta = make_map(a, 2, da, ba), tb = make_map(b, 3, db, bb);
+  } else if (kOp == 1) {
+    uint64_t da[2] = {uint64_t(N), uint64_t(M)}, db[3] = {uint64_t(K), uint64_t(N), uint64_t(E)};
+    uint32_t ba[2] = {64, kBM}, bb[3] = {64, 64, 1};
+    ta = make_map(a, 2, da, ba), tb = make_map(b, 3, db, bb);
+  } else {
+    uint64_t da[2] = {uint64_t(N), uint64_t(M)}, db[2] = {uint64_t(K), uint64_t(M)};
+    uint32_t ba[2] = {64, 64}, bb[2] = {64, 64};
+    ta = make_map(a, 2, da, ba), tb = make_map(b, 2, db, bb);
+  }
+  auto kern = cake::gg::sm90_grouped_gemm<kOp, OutT, kAcc, kBM, kBN, kStagesT, kBandT, kCl>;
+  constexpr int kSmem = cake::gg::sm90_smem_bytes<kBM, kBN, kStagesT>();
+  static bool attr = false;
+  if (!attr) {
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    attr = true;
+  }
+  void* args[] = {&ta, &tb, &to, &out, &offs, &E, &M, &N, &K};
+  CK(cudaLaunchKernel((const void*)kern, dim3(sms / kCl * kCl), dim3(384), args, kSmem, st));
+  CK(cudaGetLastError());
+}
+
+__global__ void ref_kernel(int op, const bf16* a, const bf16* b, double* ref, const int* offs, int E, int M, int N,
+                           int K) {
+  // C dims per op: fwd [M,N], dgrad [M,K], wgrad [E,N,K]
+  long long rows = op == 2 ? (long long)E * N : M;
+  int cols = op == 0 ? N : K;
+  long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (idx >= rows * cols) return;
+  long long r = idx / cols;
+  int c = idx % cols;
+  auto f = [](bf16 v) { return (double)cake::to_f32(v); };
+  double s = 0;
+  if (op == 2) {
+    int e = r / N, nn = r % N;
+    int s0 = e ? offs[e - 1] : 0, s1 = offs[e];
+    for (int i = s0; i < s1; ++i) s += f(a[(long long)i * N + nn]) * f(b[(long long)i * K + c]);
+  } else {
+    int e = 0;
+    while (e < E && r >= offs[e]) ++e;
+    if (e == E) { ref[idx] = NAN; return; }  // past the end: must stay untouched
+    if (op == 0)
+      for (int kk = 0; kk < K; ++kk) s += f(a[r * K + kk]) * f(b[((long long)e * N + c) * K + kk]);
+    else
+      for (int nn = 0; nn < N; ++nn) s += f(a[r * N + nn]) * f(b[((long long)e * N + nn) * K + c]);
+  }
+  ref[idx] = s;
+}
+
+static std::vector<bf16> rand_bf16(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<bf16> v(n);
+  for (auto& x : v) {
+    float f = u(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    x.bits = uint16_t((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+  }
+  return v;
+}
+static float bf2f(bf16 v) { uint32_t b = uint32_t(v.bits) << 16; float f; std::memcpy(&f, &b, 4); return f; }
+
+template <typename T>
+T* dev_copy(const std::vector<T>& h) {
+  T* d;
+  CK(cudaMalloc(&d, std::max<size_t>(h.size(), 1) * sizeof(T)));
+  if (!h.empty()) CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+static int failures = 0;
+
+template <int kOp, typename OutT, bool kAcc, int kBN, int kCl = 1>
+void check_case(const char* name, int E, const std::vector<int>& sizes, int trailing, int N, int K, int sms) {
+  std::mt19937 rng(1234 + E + N + K + kOp);
+  std::vector<int> offs(E);
+  int M = 0;
+  for (int e = 0; e < E; ++e) M += sizes[e], offs[e] = M;
+  M += trailing;
+  size_t na = kOp == 0 ? (size_t)M * K : (size_t)M * N;
+  size_t nb = kOp == 2 ? (size_t)M * K : (size_t)E * N * K;
+  size_t rows = kOp == 2 ? (size_t)E * N : M;
+  size_t cols = kOp == 0 ? N : K;
+  auto ha = rand_bf16(na, rng), hb = rand_bf16(nb, rng);
+  if (kOp == 2 && kAcc && sizes[0] > 0)  // group 0: dW == 0 exactly, so out + dW must keep subnormal outs
+    for (size_t i = 0; i < (size_t)sizes[0] * N; ++i) ha[i].bits = 0;
+  bf16 *a = dev_copy(ha), *b = dev_copy(hb);
+  int* doffs = dev_copy(offs);
+  double* ref;
+  CK(cudaMalloc(&ref, rows * cols * 8));
+  ref_kernel<<<(rows * cols + 255) / 256, 256>>>(kOp, a, b, ref, doffs, E, M, N, K);
+  CK(cudaGetLastError());
+  std::vector<double> href(rows * cols);
+  CK(cudaMemcpy(href.data(), ref, rows * cols * 8, cudaMemcpyDeviceToHost));
+  OutT* out;
+  CK(cudaMalloc(&out, rows * cols * sizeof(OutT)));
+  std::vector<OutT> init(rows * cols), r1(rows * cols), r2(rows * cols);
+  // poison: NaN (or, for accumulate, random finite values that must be added to)
+  for (size_t i = 0; i < init.size(); ++i) {
+    if constexpr (sizeof(OutT) == 4) {
+      init[i] = kAcc ? std::uniform_real_distribution<float>(-2, 2)(rng) : NAN;
+      if (kAcc && i < (size_t)N * K && i % 3 == 0) init[i] = (i % 2 ? 1e-40f : -3e-39f);  // subnormal
+      if (kAcc && i < (size_t)N * K && i % 3 == 1) init[i] = -0.0f;
+    }
+    else init[i].bits = 0x7FC1;
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    CK(cudaMemcpy(out, init.data(), init.size() * sizeof(OutT), cudaMemcpyHostToDevice));
+    run_op<kOp, OutT, kAcc, kBN, kBand, kStages, kCl>(a, b, out, doffs, E, M, N, K, sms);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(rep ? r2.data() : r1.data(), out, init.size() * sizeof(OutT), cudaMemcpyDeviceToHost));
+  }
+  bool det = std::memcmp(r1.data(), r2.data(), r1.size() * sizeof(OutT)) == 0;
+  long bad = 0, untouched_bad = 0;
+  double err2 = 0, ref2 = 0, maxerr = 0, maxref = 0;
+  std::vector<float> plain;
+  if constexpr (kAcc) {  // accumulate bits: out0 + dW (dW from the non-accumulate kernel), one fp32 rounding
+    CK(cudaMemcpy(out, init.data(), init.size() * sizeof(OutT), cudaMemcpyHostToDevice));
+    run_op<kOp, OutT, false, kBN, kBand, kStages, kCl>(a, b, out, doffs, E, M, N, K, sms);
+    CK(cudaDeviceSynchronize());
+    plain.resize(rows * cols);
+    CK(cudaMemcpy(plain.data(), out, plain.size() * 4, cudaMemcpyDeviceToHost));
+  }
+  for (size_t i = 0; i < r1.size(); ++i) {
+    double o;
+    if constexpr (sizeof(OutT) == 4) o = r1[i]; else o = bf2f(r1[i]);
+    if (std::isnan(href[i])) {  // must be untouched
+      if (std::memcmp(&r1[i], &init[i], sizeof(OutT)) != 0) ++untouched_bad;
+      continue;
+    }
+    if constexpr (kAcc) {
+      const size_t grp = i / ((size_t)N * K);
+      float expect = sizes[grp] == 0 ? init[i] : init[i] + plain[i];
+      if (std::memcmp(&expect, &r1[i], 4) != 0) ++bad;
+      continue;
+    }
+    double rf = href[i], e = std::fabs(o - rf);
+    if (!(e == e)) e = INFINITY;
+    if constexpr (sizeof(OutT) == 2) {
+      if (!(e <= 1e-2 + 1e-2 * std::fabs(rf))) ++bad;
+    } else {
+      err2 += e * e, ref2 += rf * rf, maxerr = std::max(maxerr, e), maxref = std::max(maxref, std::fabs(rf));
+    }
+  }
+  bool ok = det && bad == 0 && untouched_bad == 0;
+  if (sizeof(OutT) == 4 && !kAcc) ok = ok && std::sqrt(err2) <= 5e-5 * std::sqrt(ref2) && maxerr <= 1e-3 * maxref;
+  std::printf("%s %-34s cl=%d op=%d out=%s acc=%d bn=%d E=%d M=%d N=%d K=%d det=%d bad=%ld untouched_bad=%ld relF=%.2e\n",
+              ok ? "PASS" : "FAIL", name, kCl, kOp, sizeof(OutT) == 4 ? "f32" : "bf16", int(kAcc), kBN, E, M, N, K, int(det),
+              bad, untouched_bad, ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0);
+  if (!ok) ++failures;
+  cudaFree(a), cudaFree(b), cudaFree(doffs), cudaFree(ref), cudaFree(out);
+}
+
+template <int kOp, typename OutT, bool kAcc, int kBN, int kCl = 1>
+void check_all(int sms) {
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E1 square", 1, {128}, 0, 128, 128, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E4 odd sizes + empty", 4, {0, 7, 129, 300}, 0, 264, 136, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E3 one group + trailing rows", 3, {0, 333, 0}, 50, 520, 200, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E8 balanced", 8, {512, 512, 512, 512, 512, 512, 512, 512}, 0, 1024, 512, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E32 skewed", 32,
+                                   {1, 2, 3, 900, 0, 65, 64, 63, 1, 1, 0, 0, 0, 5, 7, 9, 11, 13, 128, 256, 1,
+                                    200, 0, 0, 3, 3, 3, 3, 77, 1, 0, 2},
+                                   0, 384, 256, sms);
+}
+
+// ---- benchmark against a per-expert cuBLAS loop (same data; L2 flushed between calls)
+// Median times of two contenders, timed alternately (same clocks and temperature for both).
+static void time_pair(int iters, void (*f1)(void*), void (*f2)(void*), void* ctx, void* flush, size_t flush_bytes,
+                      float& m1, float& m2, int op1, int op2) {
+  std::vector<float> t1, t2;
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 2 * (iters + 1); ++i) {
+    const bool first = i % 2 == 0;
+    static_cast<int*>(ctx)[0] = first ? op1 : op2;
+    CK(cudaMemsetAsync(flush, i, flush_bytes, 0));
+    CK(cudaEventRecord(a, 0));
+    (first ? f1 : f2)(ctx);
+    CK(cudaEventRecord(b, 0));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 2) (first ? t1 : t2).push_back(ms);
+  }
+  std::sort(t1.begin(), t1.end());
+  std::sort(t2.begin(), t2.end());
+  m1 = t1[t1.size() / 2], m2 = t2[t2.size() / 2];
+}
+
+struct BenchCtx {
+  int op, E, M, N, K, sms;
+  std::vector<int> sizes;
+  bf16 *x, *w, *g;
+  void* out;
+  int* offs;
+  cublasHandle_t h;
+};
+
+static void run_cake(void* p) {
+  auto& c = *static_cast<BenchCtx*>(p);
+  if (c.op == 0) run_op<0, bf16, false, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 1) run_op<1, bf16, false, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 2) run_op<2, bf16, false, 256>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 3) run_op<2, float, true, 256>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 4) run_op<0, bf16, false, 256, 16, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 5) run_op<1, bf16, false, 256, 16, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 6) run_op<2, bf16, false, 256, 16, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 7) run_op<2, float, true, 256, 16, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 8) run_op<0, bf16, false, 256, 8, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 9) run_op<1, bf16, false, 256, 8, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (c.op == 10) run_op<2, bf16, false, 256, 8, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else run_op<2, float, true, 256, 8, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+}
+static void run_cublas(void* p) {
+  auto& c = *static_cast<BenchCtx*>(p);
+  float one = 1, zero = 0;
+  long long row = 0;
+  for (int e = 0; e < c.E; ++e) {
+    int me = c.sizes[e];
+    if (me == 0 && c.op < 2) { continue; }
+    const bf16* we = c.w + (long long)e * c.N * c.K;
+    // column-major view: row-major [r, c] == col-major [c, r]
+    if (c.op == 0)  // Y[me,N] = X[me,K] W^T : col-major Y^T[N,me] = W[N,K] (colmajor K x N)^T ...
+      cublasGemmEx(c.h, CUBLAS_OP_T, CUBLAS_OP_N, c.N, me, c.K, &one, we, CUDA_R_16BF, c.K, c.x + row * c.K, CUDA_R_16BF,
+                   c.K, &zero, (bf16*)c.out + row * c.N, CUDA_R_16BF, c.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else if (c.op == 1)  // dX[me,K] = G[me,N] W[N,K]: col-major dX^T[K,me] = W^T(colmajor [K,N]) G^T([N,me])
+      cublasGemmEx(c.h, CUBLAS_OP_N, CUBLAS_OP_N, c.K, me, c.N, &one, we, CUDA_R_16BF, c.K, c.g + row * c.N, CUDA_R_16BF,
+                   c.N, &zero, (bf16*)c.out + row * c.K, CUDA_R_16BF, c.K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else  // dW[N,K] = G^T X: col-major dW^T[K,N] = X^T([K,me]) G([me,N])
+      cublasGemmEx(c.h, CUBLAS_OP_N, CUBLAS_OP_T, c.K, c.N, me, &one, c.x + row * c.K, CUDA_R_16BF, c.K,
+                   c.g + row * c.N, CUDA_R_16BF, c.N, c.op >= 3 ? &one : &zero,
+                   c.op >= 3 ? (void*)((float*)c.out + (long long)e * c.N * c.K) : (void*)((bf16*)c.out + (long long)e * c.N * c.K),
+                   c.op >= 3 ? CUDA_R_32F : CUDA_R_16BF, c.K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    row += me;
+  }
+}
+
+static void bench(int sms) {
+  cublasHandle_t h;
+  cublasCreate(&h);
+  void* flush;
+  size_t flush_bytes = 256 << 20;
+  CK(cudaMalloc(&flush, flush_bytes));
+  struct Shape { const char* name; int N, K; };
+  for (Shape s : {Shape{"gate_up", 4096, 6144}, Shape{"down", 6144, 2048}}) {
+    for (int E : {8, 32}) {
+      int M = 131072;
+      BenchCtx c{0, E, M, s.N, s.K, sms, std::vector<int>(E, M / E), nullptr, nullptr, nullptr, nullptr, nullptr, h};
+      std::mt19937 rng(7);
+      auto hx = rand_bf16((size_t)M * s.K, rng), hw = rand_bf16((size_t)E * s.N * s.K, rng), hg = rand_bf16((size_t)M * s.N, rng);
+      c.x = dev_copy(hx), c.w = dev_copy(hw), c.g = dev_copy(hg);
+      std::vector<int> offs(E);
+      for (int e = 0, acc = 0; e < E; ++e) offs[e] = acc += c.sizes[e];
+      c.offs = dev_copy(offs);
+      size_t out_bytes = std::max((size_t)M * std::max(s.N, s.K) * 2, (size_t)E * s.N * s.K * 4);
+      CK(cudaMalloc(&c.out, out_bytes));
+      CK(cudaMemset(c.out, 0, out_bytes));
+      double flops = 2.0 * M * s.N * s.K;
+      for (int op = 0; op < 12; ++op) {
+        if (getenv("GG_OPS") && !strchr(getenv("GG_OPS"), 'a' + op)) continue;
+        const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2", "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8"};
+        const int bop = op < 4 ? op : op % 4;
+        float tc, tb;
+        time_pair(10, run_cake, run_cublas, &c, flush, flush_bytes, tc, tb, op, bop);
+        std::printf("BENCH %-8s E=%-3d %-14s cake %7.3f ms %6.1f TFLOP/s | cublas loop %7.3f ms %6.1f TFLOP/s | %.3fx\n",
+                    s.name, E, names[op], tc, flops / tc / 1e9, tb, flops / tb / 1e9, tb / tc);
+      }
+      cudaFree(c.x), cudaFree(c.w), cudaFree(c.g), cudaFree(c.offs), cudaFree(c.out);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", (void**)&encode_fn, cudaEnableDefault, &q));
+  int sms;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  {
+    auto kern = cake::gg::sm90_grouped_gemm<0, bf16, false, kBM, 256, kStages, kBand, 2>;
+    constexpr int kSmem = cake::gg::sm90_smem_bytes<kBM, 256, kStages>();
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(sms);
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = kSmem;
+    int clusters = -1;
+    CK(cudaOccupancyMaxActiveClusters(&clusters, (void*)kern, &cfg));
+    std::printf("max active 2-CTA clusters: %d (SMs %d)\n", clusters, sms);
+  }
+  bool do_bench = argc > 1 && !std::strcmp(argv[1], "--bench");
+  check_all<0, bf16, false, 256>(sms);
+  check_all<1, bf16, false, 256>(sms);
+  check_all<2, bf16, false, 256>(sms);
+  check_all<2, float, false, 256>(sms);
+  check_all<2, float, true, 256>(sms);
+  check_all<0, bf16, false, 128>(sms);
+  check_all<2, float, false, 128>(sms);
+  check_all<0, bf16, false, 256, 2>(sms);
+  check_all<1, bf16, false, 256, 2>(sms);
+  check_all<2, bf16, false, 256, 2>(sms);
+  check_all<2, float, true, 256, 2>(sms);
+  check_all<0, bf16, false, 128, 2>(sms);
+  check_all<2, float, false, 128, 2>(sms);
+  std::printf("%s: %d failures\n", failures ? "FAILED" : "ALL PASSED", failures);
+  if (do_bench) bench(sms);
+  return failures ? 1 : 0;
+}
