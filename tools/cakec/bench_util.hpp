@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -39,6 +40,29 @@ struct Timer {
     }
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
+  }
+  // Medians of several contenders timed in turn, rep by rep: each sees the same clocks and
+  // temperature (timed one after the other, the later ones run on a hotter, slower card).
+  std::vector<double> median_ms_interleaved(const std::vector<std::function<void()>>& fs, int reps) {
+    std::vector<std::vector<double>> t(fs.size());
+    for (const auto& f : fs) f();  // warm-up
+    for (int i = 0; i < reps; ++i)
+      for (size_t c = 0; c < fs.size(); ++c) {
+        CAKE_CU(cuMemsetD32Async(flush.get(), uint32_t(i * fs.size() + c), flush.bytes() / 4, stream));
+        CAKE_CU(cuEventRecord(a, stream));
+        fs[c]();
+        CAKE_CU(cuEventRecord(b, stream));
+        CAKE_CU(cuEventSynchronize(b));
+        float ms = 0;
+        CAKE_CU(cuEventElapsedTime(&ms, a, b));
+        t[c].push_back(ms);
+      }
+    std::vector<double> med;
+    for (auto& v : t) {
+      std::sort(v.begin(), v.end());
+      med.push_back(v[v.size() / 2]);
+    }
+    return med;
   }
 };
 

@@ -2,13 +2,16 @@
 // accumulating into f32) against two cuBLAS baselines in one process: the per-expert loop
 // of cublasGemmEx calls (group sizes known on the host: the baseline's advantage) and
 // cublasGemmGroupedBatchedEx (one group per expert). CUDA events, L2 flushed before each
-// timed call, median of --reps. cuBLAS is dlopen-ed (cublas_loader.hpp). Each row's cake
-// output is checked against the loop's on sampled rows (--no-check skips it).
+// timed call, median of --reps, the contenders timed in turn rep by rep. cuBLAS is dlopen-ed
+// (cublas_loader.hpp). Each row's cake output is checked against the loop's on sampled rows
+// (--no-check skips it).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "bench_util.hpp"
 #include "cli_common.hpp"
@@ -166,19 +169,22 @@ class Bench {
       const auto gemms = baseline_gemms(c, op, b.x.get(), b.g.get(), b.w.get(), output(b, op, true));
       const std::string check = a_.check && handle_ ? check_once(b, c, op, launch, gemms) : "-";
       failed_ |= check != "ok" && check != "-";
-      const double cake_ms = timer_.median_ms([&] { launch.launch(timer_.stream); }, a_.reps);
-      double loop_ms = NAN, grouped_ms = NAN;
+      // cake and the baselines timed in turn, rep by rep (same clocks for all).
+      std::vector<std::function<void()>> contenders = {[&] { launch.launch(timer_.stream); }};
+      std::optional<GroupedBatched> gb;
       if (handle_) {
-        loop_ms = timer_.median_ms([&] { run_loop(*handle_, gemms); }, a_.reps);
+        contenders.push_back([&] { run_loop(*handle_, gemms); });
         if (lib_.has_grouped_batched()) {
-          GroupedBatched gb(gemms, b.ptrs.get());
-          cublasStatus_t s = gb.run(*handle_);  // also the warm-up
+          gb.emplace(gemms, b.ptrs.get());
+          cublasStatus_t s = gb->run(*handle_);  // it may refuse the types: then no column
           if (s == CUBLAS_STATUS_SUCCESS)
-            grouped_ms = timer_.median_ms([&] { gb.run_checked(*handle_); }, a_.reps);
+            contenders.push_back([&] { gb->run_checked(*handle_); });
           else
             ++grouped_errors_[std::string(cublas_status_name(s)) + " for " + op];
         }
       }
+      const std::vector<double> ms = timer_.median_ms_interleaved(contenders, a_.reps);
+      const double cake_ms = ms[0], loop_ms = ms.size() > 1 ? ms[1] : NAN, grouped_ms = ms.size() > 2 ? ms[2] : NAN;
       const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
       const double best = std::fmin(loop_ms, grouped_ms);  // fmin ignores a NaN
       auto tf = [&](double ms) { return std::isnan(ms) ? std::string("n/a") : fmt("%.0f", flop / ms / 1e9); };
