@@ -223,6 +223,7 @@ struct Tile {
 template <int kOp, int kBM, int kBN, int kBand, int kCluster>
 struct Scheduler {
   const int* offs;
+  const unsigned short* order;  // wgrad: groups by decreasing size (null: natural order)
   int groups, m, rank, units_m_fixed, tiles_n;
   int g = -1, g_base = 0, g_units = 0, g_units_m = 0, g_row0 = 0, g_end = 0;
   int total = 0;
@@ -234,7 +235,7 @@ struct Scheduler {
   static __device__ int units_for_rows(int rows) { return (rows + kBM * kCluster - 1) / (kBM * kCluster); }
 
   __device__ Scheduler(const int* offs_, int groups_, int m_, int c_rows, int c_cols, int rank_)
-      : offs(offs_), groups(groups_), m(m_), rank(rank_) {
+      : offs(offs_), order(nullptr), groups(groups_), m(m_), rank(rank_) {
     tiles_n = (c_cols + kBN - 1) / kBN;
     units_m_fixed = units_for_rows(c_rows);  // wgrad: C is [N, K] for every group
     if (kOp == kOpWgrad) {
@@ -253,8 +254,9 @@ struct Scheduler {
     int local, mu;
     if (kOp == kOpWgrad) {
       const int per_group = units_m_fixed * tiles_n;
-      tile.group = t / per_group;
-      local = t - tile.group * per_group;
+      const int pos = t / per_group;
+      tile.group = order ? order[pos] : pos;
+      local = t - pos * per_group;
       mu = units_m_fixed;
       bounds(tile.group, tile.row0, tile.row_end);
     } else {
@@ -281,6 +283,25 @@ struct Scheduler {
     tile.m_blk = (band * kBand + in_band % band_rows) * kCluster + rank;
     tile.n_blk = in_band / band_rows;
     return true;
+  }
+
+  // wgrad tiles cost in proportion to their group's rows: walking the largest groups first
+  // leaves the short tiles for the end, where they even out the CTAs' finishing times.
+  // Every thread of the CTA calls this (it writes `table` and synchronises).
+  __device__ void sort_groups(unsigned short* table) {
+    for (int e = threadIdx.x; e < groups; e += blockDim.x) {
+      int s, t;
+      bounds(e, s, t);
+      int before = 0;  // groups that come first: larger, or as large with a smaller index
+      for (int f = 0; f < groups; ++f) {
+        int fs, ft;
+        bounds(f, fs, ft);
+        before += (ft - fs > t - s) || (ft - fs == t - s && f < e);
+      }
+      table[before] = static_cast<unsigned short>(e);
+    }
+    __syncthreads();
+    order = table;
   }
 };
 
@@ -361,6 +382,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   const int rank = kCluster > 1 ? int(cluster_rank()) : 0;
   const int unit0 = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
   Scheduler<kOp, kBM, kBN, kRasterBand, kCluster> sched(offs, num_groups, m, c_rows, c_cols, rank);
+  // The group order table lives in the slack after the barriers: sm90_smem_bytes keeps 2048
+  // bytes for alignment and barriers, so at least 900 remain (up to 8 stages) whatever the
+  // alignment of dynamic shared memory: room for kMaxSorted 2-byte entries.
+  constexpr int kMaxSorted = 256;
+  if (kOp == kOpWgrad && num_groups <= kMaxSorted)
+    sched.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (empty_bar + kStages * 8 - raw)));
   Tile tile;
   int stage = 0;
   unsigned phase = 0;
