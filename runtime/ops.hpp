@@ -19,6 +19,10 @@ struct OpOptions {
   // `cakec list-routes` shows it) is considered; if it cannot serve the call, the error
   // says why. Tests use it to run the portable programs on a Hopper part.
   std::string candidate;
+  // > 0: kernels get at most this many SMs' worth of blocks (persistent and grid-stride
+  // kernels), leaving the rest of the GPU to concurrent work (communication kernels, say).
+  // Results do not depend on it: every route's bits are the same for any grid.
+  int max_sms = 0;
 };
 
 // elementwise.add: out = a + b (same dtype: f32 or bf16), contiguous, same element count.

@@ -5,6 +5,16 @@
 
 namespace cake::ops {
 
+void check_options(const OpOptions& opt) {
+  if (opt.max_sms < 0) throw ArgumentError("max_sms", "must be >= 0 (0: every SM), got " + std::to_string(opt.max_sms));
+}
+
+int grid_sms(const DeviceContext& dc, const OpOptions& opt) {
+  check_options(opt);
+  const int sms = dc.info->sm_count;
+  return opt.max_sms > 0 && opt.max_sms < sms ? opt.max_sms : sms;
+}
+
 const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc) {
   const PlanResult* plan = &rt.plan(problem, dc.device());
   if (!plan->ok()) {

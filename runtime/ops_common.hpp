@@ -7,6 +7,7 @@
 #include <string>
 
 #include "launch.hpp"
+#include "ops.hpp"
 #include "runtime.hpp"
 #include "tensor.hpp"
 
@@ -24,6 +25,11 @@ using Binder = std::function<void(const Plan& plan, const PlannedStage& stage, c
 // over n elements: the second half of composed routes of other families too. Kernel
 // parameters are resolved through the stage's bind map ("out" -> "scratch", ...).
 Binder elementwise_binder(int64_t n, int sm_count);
+
+// The options' own checks (an ArgumentError naming the option), before anything else.
+void check_options(const OpOptions& opt);
+// The SM count a launch may fill: the device's, or opt.max_sms when smaller.
+int grid_sms(const DeviceContext& dc, const OpOptions& opt);
 
 // Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
 // cake::Error listing every candidate's reason when there is no route.

@@ -57,6 +57,7 @@ namespace {
 
 Launch make_add(Runtime& rt, const DLTensor& out_t, const DLTensor& a_t, const DLTensor& b_t,
                 const OpOptions& opt, std::optional<CUstream> one_call) {
+  check_options(opt);
   TensorView out = view(out_t, "out"), a = view(a_t, "a"), b = view(b_t, "b");
   require_dtype(out, {DType::f32, DType::bf16});
   for (const TensorView* t : {&a, &b}) {
@@ -74,11 +75,12 @@ Launch make_add(Runtime& rt, const DLTensor& out_t, const DLTensor& a_t, const D
   if (n == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
   return prepare_planned(rt, dc, base_problem("elementwise.add", {&out, &a, &b}, n, opt),
                          {{"out", out.data}, {"a", a.data}, {"b", b.data}},
-                         elementwise_binder(n, dc.info->sm_count), one_call);
+                         elementwise_binder(n, grid_sms(dc, opt)), one_call);
 }
 
 Launch make_cast(Runtime& rt, const DLTensor& out_t, const DLTensor& in_t, bool accumulate,
                  const OpOptions& opt, std::optional<CUstream> one_call) {
+  check_options(opt);
   TensorView out = view(out_t, "out"), in = view(in_t, "in");
   require_dtype(out, {DType::f32, DType::bf16});
   require_dtype(in, {DType::f32, DType::bf16});
@@ -96,7 +98,7 @@ Launch make_cast(Runtime& rt, const DLTensor& out_t, const DLTensor& in_t, bool 
   Problem p = base_problem("elementwise.cast", {&out, &in}, n, opt);
   p.accumulate = accumulate;
   return prepare_planned(rt, dc, p, {{"out", out.data}, {"in", in.data}},
-                         elementwise_binder(n, dc.info->sm_count), one_call);
+                         elementwise_binder(n, grid_sms(dc, opt)), one_call);
 }
 
 }  // namespace

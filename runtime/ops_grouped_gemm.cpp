@@ -271,23 +271,26 @@ Launch prepare(Runtime& rt, GgOp op, const char* op_name, const Checked& c, bool
   ArgMap args;
   for (const auto& t : c.tensors) args[t.name] = t.data;
   return prepare_planned(rt, dc, make_problem(op_name, c, accumulate, opt), args,
-                         grouped_gemm_binder(rt, op, c, dc.info->sm_count));
+                         grouped_gemm_binder(rt, op, c, grid_sms(dc, opt)));
 }
 
 }  // namespace
 
 Launch prepare_grouped_gemm_fwd(Runtime& rt, const DLTensor& y, const DLTensor& x, const DLTensor& w,
                                 const DLTensor& offs, const OpOptions& opt) {
+  check_options(opt);
   return prepare(rt, GgOp::fwd, "grouped_gemm.fwd", check(GgOp::fwd, y, x, w, offs), false, opt);
 }
 
 Launch prepare_grouped_gemm_dgrad(Runtime& rt, const DLTensor& dx, const DLTensor& g, const DLTensor& w,
                                   const DLTensor& offs, const OpOptions& opt) {
+  check_options(opt);
   return prepare(rt, GgOp::dgrad, "grouped_gemm.dgrad", check(GgOp::dgrad, dx, g, w, offs), false, opt);
 }
 
 Launch prepare_grouped_gemm_wgrad(Runtime& rt, const DLTensor& dw, const DLTensor& g, const DLTensor& x,
                                   const DLTensor& offs, bool accumulate, const OpOptions& opt) {
+  check_options(opt);
   return prepare(rt, GgOp::wgrad, "grouped_gemm.wgrad", check(GgOp::wgrad, dw, g, x, offs), accumulate, opt);
 }
 

@@ -47,6 +47,7 @@ const nlohmann::json& kernel_params(const PlannedStage& s) {
 Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rstd_t, const DLTensor* h_out_t,
                            const DLTensor& x_t, const DLTensor* residual_t, const DLTensor& w_t, float eps,
                            const OpOptions& opt) {
+  check_options(opt);
   TensorView x = view(x_t, "x"), y = view(y_t, "y"), rstd = view(rstd_t, "rstd"), w = view(w_t, "w");
   if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
   const int64_t T = x.shape[0], H = x.shape[1];
@@ -98,7 +99,7 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
                  {"residual", res ? res->data : 0}, {"h_out", hout ? hout->data : 0}};
   const int64_t xs = row_stride(x), ys = row_stride(y), rs = res ? row_stride(*res) : 0,
                 hs = hout ? row_stride(*hout) : 0;
-  const int sms = dc.info->sm_count;
+  const int sms = grid_sms(dc, opt);
   Binder bind = [=](const Plan&, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     const auto& params = s.program->params;
     const int threads = params.at("threads").get<int>();
@@ -117,6 +118,7 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
 
 Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw_t, const DLTensor& dy_t,
                            const DLTensor& x_t, const DLTensor& rstd_t, const DLTensor& w_t, const OpOptions& opt) {
+  check_options(opt);
   TensorView dx = view(dx_t, "dx"), dw = view(dw_t, "dw"), dy = view(dy_t, "dy"), x = view(x_t, "x"),
              rstd = view(rstd_t, "rstd"), w = view(w_t, "w");
   if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
@@ -144,7 +146,7 @@ Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw
   for (const TensorView* t : {&dx, &dw, &dy, &x, &rstd, &w}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
   ArgMap args = {{"dx", dx.data}, {"dw", dw.data}, {"dy", dy.data}, {"x", x.data}, {"rstd", rstd.data}, {"w", w.data}};
   const int64_t dys = row_stride(dy), xs = row_stride(x), dxs = row_stride(dx);
-  const int sms = dc.info->sm_count;
+  const int sms = grid_sms(dc, opt);
   Binder bind = [=](const Plan& plan, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     const auto& params = s.program->params;
     const int threads = params.at("threads").get<int>();
@@ -162,7 +164,8 @@ Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw
       ls.args.add(reinterpret_cast<void*>(a.at("scratch")));
       ls.args.add(static_cast<long long>((T + chunk - 1) / chunk));
       ls.args.add(static_cast<int>(H));
-      ls.grid[0] = unsigned((H + 31) / 32);
+      // Eight columns a block (the kernel's kCols), grid-stride: any grid gives the same bits.
+      ls.grid[0] = unsigned(std::min<int64_t>((H + 7) / 8, int64_t(sms) * 8));
     }
     ls.block[0] = unsigned(threads);
   };

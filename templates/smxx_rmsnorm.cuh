@@ -12,7 +12,7 @@
 //
 // Launch: fwd: any grid (grid-stride), ceil(rows / kRows) blocks at most is useful. bwd: any
 // grid (grid-stride over chunks), at most ceil(rows / kChunkRows) blocks; partial holds
-// ceil(rows / kChunkRows) x h floats. dw_finalize: any grid, ceil(h / 32) blocks is natural.
+// ceil(rows / kChunkRows) x h floats. dw_finalize: any grid, ceil(h / 8) blocks is natural.
 // Blocks are kThreads wide; all shared memory is static (< 48 KB).
 //
 // Contract (the host checks it): x, residual, y, h_out, dy, hin, dx, w and partial 16-byte
@@ -610,49 +610,48 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ============================================================================ dw finalize
-// dw[j] = sum over chunks k = 0, 1, 2, ... of partial[k][j], strictly in that order.
-// A block owns 32 consecutive columns (grid-stride over column groups: ceil(h / 32) blocks is
-// the natural grid) and one lane of warp 0 owns each column and does its additions. The
-// loads are spread over all warps: a tile of kThreads / 32 * 8 partial rows is read with
-// 128-byte coalesced row segments, 8 per thread in flight, and passed through shared memory;
-// the next tile is loaded while warp 0 adds the current one. One column per thread with no
-// helpers would have only its own few loads in flight and be latency-bound for many chunks.
+// dw[j] = the sum of partial[k][j] over the chunks k, in an order fixed by `chunks` and
+// kThreads alone (never by the grid): a block owns kCols = 8 consecutive columns (grid-stride
+// over column groups, ceil(h / 8) blocks is the natural grid); its kThreads / 8 slices each add
+// a contiguous run of chunks in increasing k, eight loads in flight, and one thread per column
+// then adds the slice sums in slice order. Many slices keep the loads busy when h is small (few
+// column groups); 8 columns of FP32 are one 32-byte sector of a partial row.
 template <typename TW, int kThreads, bool kCompensated>
 __global__ void __launch_bounds__(kThreads)
     dw_finalize(TW* dw, const float* partial, long long chunks, int h) {
-  static_assert(kThreads >= 32 && kThreads <= 1024 && kThreads % 32 == 0, "whole warps");
-  constexpr int kPer = 8;                       // partial rows per thread per tile
-  constexpr int kTile = kThreads / 32 * kPer;   // chunks per tile
-  __shared__ float tile[kTile][32];             // [chunk in tile][column]: conflict-free
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int warp = static_cast<int>(threadIdx.x) >> 5;
-  const long long groups = (static_cast<long long>(h) + 31) / 32;
+  constexpr int kCols = 8, kSlices = kThreads / kCols, kUnroll = 8;
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
+  __shared__ float slice_s[kSlices][kCols], slice_c[kSlices][kCols];
+  const int col = static_cast<int>(threadIdx.x) % kCols, slice = static_cast<int>(threadIdx.x) / kCols;
+  const long long per = (chunks + kSlices - 1) / kSlices;
+  const long long k0 = slice * per, k1 = k0 + per < chunks ? k0 + per : chunks;
+  const long long groups = (static_cast<long long>(h) + kCols - 1) / kCols;
   for (long long cg = blockIdx.x; cg < groups; cg += gridDim.x) {
-    const long long j = cg * 32 + lane;
-    const bool col = j < h;
-    float v[kPer];
-    auto load = [&](long long k0) {
-#pragma unroll
-      for (int u = 0; u < kPer; ++u) {
-        const long long k = k0 + warp * kPer + u;
-        v[u] = (col && k < chunks) ? partial[k * h + j] : 0.f;
-      }
-    };
+    const long long j = cg * kCols + col;
     float s = 0.f, c = 0.f;
-    load(0);
-    for (long long k0 = 0; k0 < chunks; k0 += kTile) {
+    if (j < h) {
+      long long k = k0;
+      for (; k + kUnroll <= k1; k += kUnroll) {
+        float v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kPer; ++u) tile[warp * kPer + u][lane] = v[u];
-      __syncthreads();
-      if (k0 + kTile < chunks) load(k0 + kTile);  // next tile in flight during the adds
-      if (warp == 0) {
-        const int n = static_cast<int>(chunks - k0 < kTile ? chunks - k0 : kTile);
-#pragma unroll 8
-        for (int r = 0; r < n; ++r) acc_add<kCompensated>(s, c, tile[r][lane]);
+        for (int u = 0; u < kUnroll; ++u) v[u] = partial[(k + u) * h + j];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) acc_add<kCompensated>(s, c, v[u]);
       }
-      __syncthreads();
+      for (; k < k1; ++k) acc_add<kCompensated>(s, c, partial[k * h + j]);
     }
-    if (warp == 0 && col) dw[j] = from_f32<TW>(acc_result<kCompensated>(s, c));
+    slice_s[slice][col] = s;
+    slice_c[slice][col] = c;
+    __syncthreads();
+    if (slice == 0 && j < h) {
+      float ts = 0.f, tc = 0.f;
+      for (int q = 0; q < kSlices; ++q) {
+        acc_add<kCompensated>(ts, tc, slice_s[q][col]);
+        if constexpr (kCompensated) tc = __fadd_rn(tc, slice_c[q][col]);
+      }
+      dw[j] = from_f32<TW>(acc_result<kCompensated>(ts, tc));
+    }
+    __syncthreads();  // slice_s, slice_c are reused by the next column group
   }
 }
 

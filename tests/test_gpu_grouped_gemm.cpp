@@ -295,6 +295,18 @@ TEST_P(GroupedGemm, MatchesFp64) {
     dwf = as32(run_twice(l, DWf));
     test::expect_f32_close(dwf, dwref, "dw (f32)");
   }
+  {
+    // A grid of 3 SMs' worth of blocks walks every tile through far fewer CTAs: same bits.
+    SCOPED_TRACE("wgrad f32, max_sms 3");
+    ops::OpOptions capped = opt("wgrad_f32");
+    capped.max_sms = 3;
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, DWf.dl, G.dl, X.dl, O.dl, false, capped);
+    DWf.poison();
+    l.launch(nullptr);
+    auto again = as32(DWf.download<uint8_t>());
+    ASSERT_EQ(again.size(), dwf.size());
+    EXPECT_EQ(std::memcmp(again.data(), dwf.data(), dwf.size() * 4), 0) << "bits depend on the grid";
+  }
   for (int64_t e = 0; e < E; ++e)
     if (offs_h[size_t(e)] == (e ? offs_h[size_t(e - 1)] : 0))
       for (int64_t i = e * N * K; i < (e + 1) * N * K; ++i) {

@@ -1,5 +1,6 @@
 // Label gpu: rmsnorm forward and backward against an FP64 reference on the same bf16 inputs,
-// with TARGETS.md's budgets; outputs poisoned with NaN; dw bitwise identical run to run.
+// with TARGETS.md's budgets; outputs poisoned with NaN; dw bitwise identical run to run and
+// over grids of any size (OpOptions::max_sms).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,11 +148,16 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
     dw16_first = dw.download<uint16_t>();
     expect_bf16_close(dw16_first, dwref, 1, H, H, "dw");
   }
-  // Deterministic: a second run of the same launch, and a freshly prepared one, same bits.
-  for (int rep = 0; rep < 2; ++rep) {
+  // Deterministic: a second run of the same launch, a freshly prepared one, and ones whose
+  // grids are capped to 1 and 7 SMs' worth of blocks (each block then walks many more chunks
+  // and column groups): same bits.
+  for (int rep = 0; rep < 4; ++rep) {
     dw.poison();
+    ops::OpOptions capped;
+    capped.max_sms = rep == 2 ? 1 : 7;
     if (rep == 0) bwd.launch(nullptr);
-    else ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl).launch(nullptr);
+    else if (rep == 1) ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl).launch(nullptr);
+    else ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl, capped).launch(nullptr);
     if (c.f32_weight) {
       auto again = dw.download<float>();
       for (int64_t j = 0; j < H; ++j) ASSERT_EQ(test::f32_bits(again[size_t(j)]), test::f32_bits(dw32_first[size_t(j)])) << j;

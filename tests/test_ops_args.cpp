@@ -75,6 +75,25 @@ TEST_F(OpsArgs, Add) {
   rejects([&] { ops::prepare_add(rt, misaligned.dl, a.dl, b.dl); }, "out", "aligned to its element size");
 }
 
+TEST_F(OpsArgs, MaxSmsMustNotBeNegative) {
+  Runtime rt(opts());
+  ops::OpOptions o;
+  o.max_sms = -1;
+  FakeTensor out(1 * kGiB, kF32, {1024}), a(2 * kGiB, kF32, {1024}), b(3 * kGiB, kF32, {1024});
+  FakeTensor x(4 * kGiB, kBf16, {64, 256}), y(5 * kGiB, kBf16, {64, 256}), rstd(6 * kGiB, kF32, {64}),
+      w(7 * kGiB, kBf16, {256}), dw(8 * kGiB, kBf16, {256});
+  FakeTensor gx(9 * kGiB, kBf16, {64, 128}), gw(10 * kGiB, kBf16, {2, 256, 128}), gy(11 * kGiB, kBf16, {64, 256}),
+      offs(12 * kGiB, DLDataType{kDLInt, 32, 1}, {2}), gdw(13 * kGiB, kF32, {2, 256, 128});
+  rejects([&] { ops::prepare_add(rt, out.dl, a.dl, b.dl, o); }, "max_sms", ">= 0");
+  rejects([&] { ops::prepare_cast(rt, out.dl, a.dl, false, o); }, "max_sms", ">= 0");
+  rejects([&] { ops::prepare_rmsnorm_fwd(rt, y.dl, rstd.dl, nullptr, x.dl, nullptr, w.dl, 1e-6f, o); }, "max_sms",
+          ">= 0");
+  rejects([&] { ops::prepare_rmsnorm_bwd(rt, y.dl, dw.dl, x.dl, x.dl, rstd.dl, w.dl, o); }, "max_sms", ">= 0");
+  rejects([&] { ops::prepare_grouped_gemm_fwd(rt, gy.dl, gx.dl, gw.dl, offs.dl, o); }, "max_sms", ">= 0");
+  rejects([&] { ops::prepare_grouped_gemm_dgrad(rt, gx.dl, gy.dl, gw.dl, offs.dl, o); }, "max_sms", ">= 0");
+  rejects([&] { ops::prepare_grouped_gemm_wgrad(rt, gdw.dl, gy.dl, gx.dl, offs.dl, true, o); }, "max_sms", ">= 0");
+}
+
 TEST_F(OpsArgs, Cast) {
   Runtime rt(opts());
   FakeTensor out(1 * kGiB, kBf16, {64}), in(2 * kGiB, kF32, {64}), same(3 * kGiB, kBf16, {64});
