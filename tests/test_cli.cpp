@@ -221,9 +221,12 @@ TEST(Cli, CacheListAndClear) {
 TEST(Cli, BenchWithoutGpuSaysWhy) {
   auto& drv = Driver::instance();
   if (drv.available() && drv.device_count() > 0) GTEST_SKIP() << "a GPU is present: the bench would run";
-  auto r = run(kCakec + " bench jit");
-  EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("cakec bench jit needs a GPU"), std::string::npos) << r.out;
+  for (const std::string bench : {"jit", "rmsnorm", "grouped_gemm"}) {
+    auto r = run(kCakec + " bench " + bench);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("cakec bench " + bench + " needs a GPU"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(run(kCakec + " bench grouped_gemm --op nope").code, 2);  // a usage error, GPU or not
 }
 
 }  // namespace
