@@ -226,6 +226,9 @@ TEST_F(GroupedGemmRoutes, CliPlanCandidateAndSmem) {
   r = test::run(base + " --candidate missing");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("has no candidate 'missing'"), std::string::npos) << r.out;
+  r = test::run(base + " --max-smem -5");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--max-smem: must be >= 0"), std::string::npos) << r.out;
 }
 
 // The sm90 kernels' parameters: (TmaDesc a, TmaDesc b, TmaDesc out, OutT*, const int*, int,

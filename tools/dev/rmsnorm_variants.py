@@ -57,6 +57,8 @@ def registry(threads):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: rmsnorm_variants.py OUTDIR")
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for t in (128, 256, 512, 1024):
