@@ -22,14 +22,16 @@ constexpr int64_t kCompensatedT = 131072;  // t >= this: compensated (two-sum) c
 
 std::string ctype(const std::string& w) { return w == "bf16" ? "cake::bf16" : "float"; }
 
-// Threads per block, measured on the H200 (T = 65536, bf16 w, 128 to 1024 threads per H;
-// tools/dev/rmsnorm_variants.py, docs/perf.md): the fastest for each H. H 256 and 512 and the
-// generic program were not swept; they keep counts that hold a row in registers unspilled.
+// Forward threads per block, measured on the H200 with one block per row group (T 16384 and
+// 65536, bf16 w, 64 to 1024 threads per H; tools/dev/rms_fwd_harness.cu, docs/perf.md): the
+// fastest for each H. H 256 and 512 and the generic program were not swept; they keep counts
+// that hold a row in registers unspilled.
 int fwd_threads(int h) {
   switch (h) {
     case 0: return 1024;
-    case 1024: case 1536: case 4096: case 5120: return 128;
-    default: return 256;  // 256, 512, 2048, 6144, 8192
+    case 1024: case 1536: case 2048: return 64;
+    case 4096: case 6144: return 128;
+    default: return 256;  // 256, 512, 5120, 8192
   }
 }
 int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : 512; }

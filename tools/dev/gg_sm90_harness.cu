@@ -18,14 +18,7 @@
 
 #include "sm90_grouped_gemm.cuh"
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(3);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "cuda_check.hpp"
 
 using cake::bf16;
 using cake::gg::TmaDesc;
@@ -312,6 +305,45 @@ static void run_cublas(void* p) {
   }
 }
 
+// Whether `v` is in the comma-separated list of env var `name` (or of `fallback` when unset).
+static bool listed(const char* name, int v, const char* fallback) {
+  const char* l = getenv(name) ? getenv(name) : fallback;
+  for (const char* p = l; *p;) {
+    if (std::atoi(p) == v) return true;
+    while (*p && *p != ',') ++p;
+    if (*p) ++p;
+  }
+  return false;
+}
+// Group sizes as `cakec bench grouped_gemm` makes them (grouped_gemm_cases.cpp).
+static std::vector<int> bench_sizes(const char* dist, int m, int e) {
+  std::vector<int> s;
+  if (!std::strcmp(dist, "skewed")) {
+    s.push_back(m / 2);
+    for (int i = 1; i < e; ++i) s.push_back((m - m / 2) / (e - 1) + (i - 1 < (m - m / 2) % (e - 1)));
+  } else if (!std::strcmp(dist, "lognormal")) {
+    std::mt19937 rng(uint32_t(20261129 + e));
+    std::normal_distribution<double> d(0.0, 1.0);
+    std::vector<double> w(e);
+    for (auto& v : w) v = std::exp(d(rng));
+    double sum = 0;
+    for (double v : w) sum += v;
+    std::vector<std::pair<double, int>> frac;
+    int given = 0;
+    for (int i = 0; i < e; ++i) {
+      const double exact = double(m) * w[i] / sum;
+      s.push_back(int(std::floor(exact)));
+      given += s.back();
+      frac.push_back({exact - s.back(), i});
+    }
+    std::sort(frac.begin(), frac.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    for (size_t i = 0; given < m; ++i, ++given) ++s[frac[i % frac.size()].second];
+  } else {
+    s.assign(e, m / e);
+  }
+  return s;
+}
+
 static void bench(int sms) {
   cublasHandle_t h;
   cublasCreate(&h);
@@ -319,10 +351,15 @@ static void bench(int sms) {
   size_t flush_bytes = 256 << 20;
   CK(cudaMalloc(&flush, flush_bytes));
   struct Shape { const char* name; int N, K; };
+  // GG_SHAPES (gate_up,down), GG_ES (8,32), GG_DIST (balanced | lognormal | skewed), GG_REPS (10)
+  const char* dist = getenv("GG_DIST") ? getenv("GG_DIST") : "balanced";
+  const int reps = getenv("GG_REPS") ? std::atoi(getenv("GG_REPS")) : 10;
   for (Shape s : {Shape{"gate_up", 4096, 6144}, Shape{"down", 6144, 2048}}) {
-    for (int E : {8, 32}) {
+    if (getenv("GG_SHAPES") && !strstr(getenv("GG_SHAPES"), s.name)) continue;
+    for (int E : {4, 8, 16, 32}) {
+      if (!listed("GG_ES", E, "8,32")) continue;
       int M = 131072;
-      BenchCtx c{0, E, M, s.N, s.K, sms, std::vector<int>(E, M / E), nullptr, nullptr, nullptr, nullptr, nullptr, h};
+      BenchCtx c{0, E, M, s.N, s.K, sms, bench_sizes(dist, M, E), nullptr, nullptr, nullptr, nullptr, nullptr, h};
       std::mt19937 rng(7);
       auto hx = rand_bf16((size_t)M * s.K, rng), hw = rand_bf16((size_t)E * s.N * s.K, rng), hg = rand_bf16((size_t)M * s.N, rng);
       c.x = dev_copy(hx), c.w = dev_copy(hw), c.g = dev_copy(hg);
@@ -338,9 +375,9 @@ static void bench(int sms) {
         const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2", "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8"};
         const int bop = op < 4 ? op : op % 4;
         float tc, tb;
-        time_pair(10, run_cake, run_cublas, &c, flush, flush_bytes, tc, tb, op, bop);
-        std::printf("BENCH %-8s E=%-3d %-14s cake %7.3f ms %6.1f TFLOP/s | cublas loop %7.3f ms %6.1f TFLOP/s | %.3fx\n",
-                    s.name, E, names[op], tc, flops / tc / 1e9, tb, flops / tb / 1e9, tb / tc);
+        time_pair(reps, run_cake, run_cublas, &c, flush, flush_bytes, tc, tb, op, bop);
+        std::printf("BENCH %-8s %-9s E=%-3d %-14s cake %7.3f ms %6.1f TFLOP/s | cublas loop %7.3f ms %6.1f TFLOP/s | %.3fx\n",
+                    s.name, dist, E, names[op], tc, flops / tc / 1e9, tb, flops / tb / 1e9, tb / tc);
       }
       cudaFree(c.x), cudaFree(c.w), cudaFree(c.g), cudaFree(c.offs), cudaFree(c.out);
     }
@@ -365,6 +402,10 @@ int main(int argc, char** argv) {
     std::printf("max active 2-CTA clusters: %d (SMs %d)\n", clusters, sms);
   }
   bool do_bench = argc > 1 && !std::strcmp(argv[1], "--bench");
+  if (do_bench && getenv("GG_SKIP_CHECKS")) {  // timing (or profiling) only
+    bench(sms);
+    return 0;
+  }
   check_all<0, bf16, false, 256>(sms);
   check_all<1, bf16, false, 256>(sms);
   check_all<2, bf16, false, 256>(sms);
