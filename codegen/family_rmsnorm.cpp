@@ -35,6 +35,10 @@ int fwd_threads(int h) {
   }
 }
 int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : 512; }
+// bf16 per access in the backward. 16-byte vectors leave lanes idle where H / 8 is not a
+// multiple of the block (H 5120: 640 vectors over 512 lanes, 6144: 768); 8-byte ones keep
+// them busy (1280 and 1536 vectors: 3 slots a lane), at the same bytes in flight.
+int bwd_vec(int h) { return h == 5120 || h == 6144 ? 4 : 8; }
 constexpr int kFinalizeThreads = 256;
 
 // Rows a block of `threads` covers at once: the kernel's kRows (kTPR threads per row).
@@ -107,7 +111,8 @@ FamilySpec rmsnorm_family() {
     for (const auto& w : kWeights)
       for (auto [chunk, comp] : {std::pair{kSmallChunk, false}, std::pair{kLargeChunk, false},
                                  std::pair{kLargeChunk, true}}) {
-        pb.kernels.push_back("cake::rms::bwd<" + ctype(w) + ", " + std::to_string(h) + ", 8, " +
+        pb.kernels.push_back("cake::rms::bwd<" + ctype(w) + ", " + std::to_string(h) + ", " +
+                             std::to_string(bwd_vec(h)) + ", " +
                              std::to_string(bt) + ", " + std::to_string(chunk) + ", " +
                              (comp ? "true" : "false") + ">");
         bparams.push_back({{"w", w}, {"chunk_rows", chunk}, {"compensated", comp}});

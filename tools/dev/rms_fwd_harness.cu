@@ -105,6 +105,57 @@ __global__ void __launch_bounds__(kT) fwd_v(bf16* y, float* rstd, const bf16* x,
   }
 }
 
+// torch.compile's shape for large H: one row per block, the row read twice (the second time
+// from L2), so a thread keeps only its partial sum between the passes. kHint 1: the second
+// pass loads with ld.global.cs (evict first).
+template <int kH, int kT, int kHint>
+__global__ void __launch_bounds__(kT) fwd_2pass(bf16* y, float* rstd, const bf16* x, const bf16* w, long long rows,
+                                                float eps) {
+  constexpr int kN = kH / 8 / kT;
+  static_assert(kN >= 1 && kH % (8 * kT) == 0, "whole vectors per thread");
+  __shared__ __align__(16) float red[2][kT / 32 > 0 ? kT / 32 : 1];
+  const long long row = blockIdx.x;
+  if (row >= rows) return;
+  const bf16* xr = x + row * kH;
+  float ss = 0.f;
+#pragma unroll
+  for (int s = 0; s < kN; ++s) {
+    const uint4 v = ld16<0>(xr + 8 * (threadIdx.x + s * kT));
+    const unsigned* u = reinterpret_cast<const unsigned*>(&v);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float a = bf_lo(u[k]), b = bf_hi(u[k]);
+      ss = __fmaf_rn(a, a, ss);
+      ss = __fmaf_rn(b, b, ss);
+    }
+  }
+  ss = row_sum<kT, kT>(ss, &red[0][0], 0);
+  const float r = rstd_of(ss, kH, eps);
+  if (threadIdx.x == 0) rstd[row] = r;
+  bf16* yr = y + row * kH;
+#pragma unroll
+  for (int s = 0; s < kN; ++s) {
+    const int v = threadIdx.x + s * kT;
+    uint4 xv;
+    if constexpr (kHint == 1)
+      asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(xv.x), "=r"(xv.y), "=r"(xv.z), "=r"(xv.w)
+                   : "l"(xr + 8 * v));
+    else
+      xv = *reinterpret_cast<const uint4*>(xr + 8 * v);
+    const uint4 wq = reinterpret_cast<const uint4*>(w)[v];
+    const unsigned* u = reinterpret_cast<const unsigned*>(&xv);
+    const unsigned* q = reinterpret_cast<const unsigned*>(&wq);
+    uint4 o;
+    unsigned* ov = reinterpret_cast<unsigned*>(&o);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      ov[k] = bf_pack(__fmul_rn(__fmul_rn(bf_lo(u[k]), r), bf_lo(q[k])),
+                      __fmul_rn(__fmul_rn(bf_hi(u[k]), r), bf_hi(q[k])));
+    *reinterpret_cast<uint4*>(yr + 8 * v) = o;
+  }
+}
+
 template <int kHint>
 __global__ void copy16(uint4* dst, const uint4* src, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
@@ -200,6 +251,12 @@ static void run_h(long long T) {
     variant(fwd_v<kH, kT0, false, 0>, kT0, "t128 rows");
     variant(fwd_v<kH, kT0, true, 0>, kT0, "t128 pf rows");
     variant(fwd_v<kH, kT0, true, 1>, kT0, "t128 pf nc/cs rows");
+    if constexpr ((kH / 8) % 512 == 0) {
+      variant(fwd_2pass<kH, 256, 0>, 256, "2pass t256");
+      variant(fwd_2pass<kH, 512, 0>, 512, "2pass t512");
+      variant(fwd_2pass<kH, 512, 1>, 512, "2pass t512 cs");
+      variant(fwd_2pass<kH, kH / 8 >= 1024 ? 1024 : 512, 0>, kH / 8 >= 1024 ? 1024 : 512, "2pass t1024");
+    }
   }
 }
 
