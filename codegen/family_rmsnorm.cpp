@@ -24,14 +24,15 @@ std::string ctype(const std::string& w) { return w == "bf16" ? "cake::bf16" : "f
 
 // Forward threads per block, measured on the H200 with one block per row group (T 16384 and
 // 65536, bf16 w, 64 to 1024 threads per H; tools/dev/rms_fwd_harness.cu, docs/perf.md): the
-// fastest for each H. H 256 and 512 and the generic program were not swept; they keep counts
-// that hold a row in registers unspilled.
+// fastest for each H whose row stays in registers (H 6144: 128 threads were 1 % faster but
+// stream a third of the row twice). H 256 and 512 and the generic program were not swept;
+// they keep counts that hold a row in registers unspilled.
 int fwd_threads(int h) {
   switch (h) {
     case 0: return 1024;
     case 1024: case 1536: case 2048: return 64;
-    case 4096: case 6144: return 128;
-    default: return 256;  // 256, 512, 5120, 8192
+    case 4096: return 128;
+    default: return 256;  // 256, 512, 5120, 6144, 8192
   }
 }
 int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : 512; }
@@ -41,11 +42,12 @@ int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : 512; }
 int bwd_vec(int h) { return h == 5120 || h == 6144 ? 4 : 8; }
 constexpr int kFinalizeThreads = 256;
 
-// Rows a block of `threads` covers at once: the kernel's kRows (kTPR threads per row).
-int rows_per_block(int h, int threads) {
+// Rows a block of `threads` covers at once: the kernel's kRows (kTPR threads per row, one
+// `vec`-element access each).
+int rows_per_block(int h, int threads, int vec) {
   if (h == 0) return 1;
   int tpr = 1;
-  while (tpr < h / 8) tpr *= 2;
+  while (tpr < h / vec) tpr *= 2;
   tpr = std::min(tpr, threads);
   return threads / tpr;
 }
@@ -83,7 +85,7 @@ FamilySpec rmsnorm_family() {
                              std::to_string(ft) + ", " + (res ? "true" : "false") + ">");
         kparams.push_back({{"w", w}, {"residual", res}});
       }
-    pf.params = {{"op", "fwd"}, {"h", h}, {"threads", ft}, {"rows_per_block", rows_per_block(h, ft)},
+    pf.params = {{"op", "fwd"}, {"h", h}, {"threads", ft}, {"rows_per_block", rows_per_block(h, ft, 8)},
                  {"kernels", kparams}};
     f.programs.push_back(pf);
     for (size_t k = 0; k < kparams.size(); ++k) {
@@ -117,7 +119,7 @@ FamilySpec rmsnorm_family() {
                              (comp ? "true" : "false") + ">");
         bparams.push_back({{"w", w}, {"chunk_rows", chunk}, {"compensated", comp}});
       }
-    pb.params = {{"op", "bwd"}, {"h", h}, {"threads", bt}, {"rows_per_block", rows_per_block(h, bt)},
+    pb.params = {{"op", "bwd"}, {"h", h}, {"threads", bt}, {"rows_per_block", rows_per_block(h, bt, bwd_vec(h))},
                  {"kernels", bparams}};
     f.programs.push_back(pb);
     for (size_t k = 0; k < bparams.size(); ++k) {

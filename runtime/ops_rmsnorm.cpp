@@ -100,7 +100,7 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
                  {"residual", res ? res->data : 0}, {"h_out", hout ? hout->data : 0}};
   const int64_t xs = row_stride(x), ys = row_stride(y), rs = res ? row_stride(*res) : 0,
                 hs = hout ? row_stride(*hout) : 0;
-  const int sms = grid_sms(dc, opt);
+  const int sms = grid_sms(dc, opt), all_sms = dc.info->sm_count;
   Binder bind = [=](const Plan&, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     const auto& params = s.program->params;
     const int threads = params.at("threads").get<int>();
@@ -112,11 +112,12 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
     for (int64_t stride : {xs, rs, ys, hs}) ls.args.add(static_cast<long long>(stride));
     ls.args.add(eps);
     // One block per row group: the block scheduler overlaps one block's loads with another's
-    // reduction and stores (7-10 % faster than a resident-size grid-stride grid on the H200 at
-    // H >= 2048). With max_sms the grid-stride form caps it; the bits are the same either way.
+    // reduction and stores (5-14 % faster than a resident-size grid-stride grid on the H200,
+    // H 1024-8192, docs/perf.md). When max_sms caps the SMs, the grid-stride form keeps the
+    // grid to their resident blocks; the bits are the same either way.
     const int64_t groups = (T + rows_per_block - 1) / rows_per_block;
-    ls.grid[0] = unsigned(opt.max_sms > 0 ? blocks_for(groups, threads, sms)
-                                          : std::min<int64_t>(groups, std::numeric_limits<int32_t>::max()));
+    ls.grid[0] = unsigned(sms < all_sms ? blocks_for(groups, threads, sms)
+                                        : std::min<int64_t>(groups, std::numeric_limits<int32_t>::max()));
     ls.block[0] = unsigned(threads);
   };
   return prepare_planned(rt, dc, p, args, bind);

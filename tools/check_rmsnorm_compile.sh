@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compile-checks templates/smxx_rmsnorm.cuh without a GPU: explicit instantiations of
 # cake::rms::{fwd,bwd,dw_finalize} over a representative parameter set, built with nvcc for
-# sm_90a and sm_80 (-Xptxas -v), failing on any compile error, any spill or any stack frame.
+# sm_90a and sm_80 (-Xptxas -v), failing on any compile error, any spill or any stack frame;
+# every kernel of registry/rmsnorm.json is in the set.
 # Then the same header through NVRTC (the runtime's compiler, with the loader's options)
 # via name expressions, as the host will do. Prints one line per kernel: regs, smem, stack.
 #
@@ -59,6 +60,9 @@ cake::rms::bwd<cake::bf16, 4096, 4, 512, 64, true>
 cake::rms::bwd<float, 0, 2, 256, 16, false>
 cake::rms::bwd<cake::bf16, 64, 8, 1024, 64, true>
 EOF
+# Every kernel the registry ships (rendered from codegen/family_rmsnorm.cpp), also in --quick.
+grep -o '"cake::rms::[^"]*"' registry/rmsnorm.json | tr -d '"' >>"$EXPRS"
+sort -u -o "$EXPRS" "$EXPRS"
 N=$(wc -l <"$EXPRS")
 
 # ---- nvcc: explicit instantiations need the full signature; derive it from the name.

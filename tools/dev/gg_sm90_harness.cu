@@ -354,6 +354,10 @@ static void bench(int sms) {
   // GG_SHAPES (gate_up,down), GG_ES (8,32), GG_DIST (balanced | lognormal | skewed), GG_REPS (10)
   const char* dist = getenv("GG_DIST") ? getenv("GG_DIST") : "balanced";
   const int reps = getenv("GG_REPS") ? std::atoi(getenv("GG_REPS")) : 10;
+  if (reps < 1 || (std::strcmp(dist, "balanced") && std::strcmp(dist, "skewed") && std::strcmp(dist, "lognormal"))) {
+    std::fprintf(stderr, "GG_REPS must be >= 1 and GG_DIST balanced, skewed or lognormal\n");
+    std::exit(2);
+  }
   for (Shape s : {Shape{"gate_up", 4096, 6144}, Shape{"down", 6144, 2048}}) {
     if (getenv("GG_SHAPES") && !strstr(getenv("GG_SHAPES"), s.name)) continue;
     for (int E : {4, 8, 16, 32}) {
