@@ -123,11 +123,17 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
     ops::prepare_rmsnorm_fwd(*rt_, y2.dl, rstd2.dl, c.residual ? &hout2.dl : nullptr, x.dl,
                              c.residual ? &res.dl : nullptr, wt.dl, eps, one_sm)
         .launch(nullptr);
-    // Only the H columns of each padded row are written: compare those.
+    // Only the H columns of each padded row are written: compare those, and the padding must
+    // still hold the poison (0xffff) after either launch.
     auto ya = y.download<uint16_t>(), yb = y2.download<uint16_t>();
-    for (int64_t r = 0; r < T; ++r)
+    for (int64_t r = 0; r < T; ++r) {
       for (int64_t j = 0; j < H; ++j)
         ASSERT_EQ(ya[size_t(r * stride + j)], yb[size_t(r * stride + j)]) << "y, max_sms 1, row " << r << " col " << j;
+      for (int64_t j = H; j < stride; ++j) {
+        ASSERT_EQ(ya[size_t(r * stride + j)], 0xffffu) << "y padding written, row " << r << " col " << j;
+        ASSERT_EQ(yb[size_t(r * stride + j)], 0xffffu) << "y padding written (max_sms 1), row " << r << " col " << j;
+      }
+    }
     auto ra = rstd.download<float>(), rb = rstd2.download<float>();
     for (int64_t r = 0; r < T; ++r)
       ASSERT_EQ(test::f32_bits(ra[size_t(r)]), test::f32_bits(rb[size_t(r)])) << "rstd, max_sms 1, row " << r;
