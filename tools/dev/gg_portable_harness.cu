@@ -20,6 +20,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "smxx_grouped_gemm.cuh"
@@ -209,6 +210,18 @@ static void run_op(const Case& c, const bf16* d_a, const bf16* d_b, const int* d
   const int grid_b = 7;  // a very different grid: bits must not change
   char buf[256];
   const std::string tag = c.name + " " + opname;
+  // Runs the plain (non-accumulating) kernel again on grid_b into a poisoned `d_out` and
+  // reports whether it gave the bits of `first`.
+  auto rerun_same_bits = [&](auto* d_out, const auto& first, const char* what) {
+    using OutT = std::remove_pointer_t<decltype(d_out)>;
+    CK(cudaMemset(d_out, 0xff, count * sizeof(OutT)));
+    Kern<kOp, OutT, false>::launch(grid_b, d_a, d_b, d_out, d_offs, E, m, n, k);
+    CK(cudaDeviceSynchronize());
+    const std::vector<OutT> again = download(d_out, count);
+    const bool same = std::memcmp(again.data(), first.data(), count * sizeof(OutT)) == 0;
+    std::snprintf(buf, sizeof buf, "grid %d vs %d", grid_a, grid_b);
+    report(tag + " " + what + " deterministic", same, buf);
+  };
 
   // ---- fp32 out
   std::vector<float> f32_out;
@@ -238,13 +251,7 @@ static void run_op(const Case& c, const bf16* d_a, const bf16* d_b, const int* d
                   rel, err_max, ref_max, nan_bad, untouched_bad);
     report(tag + " out=f32", ok, buf);
 
-    CK(cudaMemset(d_f32, 0xff, count * 4));
-    Kern<kOp, float, false>::launch(grid_b, d_a, d_b, d_f32, d_offs, E, m, n, k);
-    CK(cudaDeviceSynchronize());
-    const std::vector<float> again = download(d_f32, count);
-    const bool same = std::memcmp(again.data(), f32_out.data(), count * 4) == 0;
-    std::snprintf(buf, sizeof buf, "grid %d vs %d", grid_a, grid_b);
-    report(tag + " out=f32 deterministic", same, buf);
+    rerun_same_bits(d_f32, f32_out, "out=f32");
   }
 
   // ---- bf16 out
@@ -272,13 +279,7 @@ static void run_op(const Case& c, const bf16* d_a, const bf16* d_b, const int* d
                   bad, worst, untouched_bad, mismatch_f32);
     report(tag + " out=bf16", ok, buf);
 
-    CK(cudaMemset(d_bf, 0xff, count * 2));
-    Kern<kOp, bf16, false>::launch(grid_b, d_a, d_b, d_bf, d_offs, E, m, n, k);
-    CK(cudaDeviceSynchronize());
-    const std::vector<bf16> again = download(d_bf, count);
-    const bool same = std::memcmp(again.data(), o.data(), count * 2) == 0;
-    std::snprintf(buf, sizeof buf, "grid %d vs %d", grid_a, grid_b);
-    report(tag + " out=bf16 deterministic", same, buf);
+    rerun_same_bits(d_bf, o, "out=bf16");
   }
 
   // ---- accumulate: old values random (rows past the end keep a known pattern)

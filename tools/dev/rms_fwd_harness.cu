@@ -48,6 +48,29 @@ __device__ __forceinline__ void st16(void* p, uint4 v) {
                  : "memory");
 }
 
+// Sum of squares of 8 bf16 (in element order), and bf16(x * r * w) of 8: the family's math.
+__device__ __forceinline__ float sum_sq8(const uint4& v, float ss) {
+  const unsigned* u = reinterpret_cast<const unsigned*>(&v);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float a = bf_lo(u[k]), b = bf_hi(u[k]);
+    ss = __fmaf_rn(a, a, ss);
+    ss = __fmaf_rn(b, b, ss);
+  }
+  return ss;
+}
+__device__ __forceinline__ uint4 normalize8(const uint4& x, const uint4& w, float r) {
+  const unsigned* u = reinterpret_cast<const unsigned*>(&x);
+  const unsigned* q = reinterpret_cast<const unsigned*>(&w);
+  uint4 o;
+  unsigned* ov = reinterpret_cast<unsigned*>(&o);
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    ov[k] = bf_pack(__fmul_rn(__fmul_rn(bf_lo(u[k]), r), bf_lo(q[k])),
+                    __fmul_rn(__fmul_rn(bf_hi(u[k]), r), bf_hi(q[k])));
+  return o;
+}
+
 // One row per block of kT threads (kH / 8 / kT vectors a thread), grid-stride over rows;
 // kPrefetch: the next row's loads are issued before this row's reduction and stores.
 template <int kH, int kT, bool kPrefetch, int kHint>
@@ -72,32 +95,14 @@ __global__ void __launch_bounds__(kT) fwd_v(bf16* y, float* rstd, const bf16* x,
     if (kPrefetch && nrow < rows) load(nxt, nrow);
     float ss = 0.f;
 #pragma unroll
-    for (int s = 0; s < kN; ++s) {
-      const unsigned* u = reinterpret_cast<const unsigned*>(&cur[s]);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float a = bf_lo(u[k]), b = bf_hi(u[k]);
-        ss = __fmaf_rn(a, a, ss);
-        ss = __fmaf_rn(b, b, ss);
-      }
-    }
+    for (int s = 0; s < kN; ++s) ss = sum_sq8(cur[s], ss);
     ss = row_sum<kT, kT>(ss, &red[0][0], parity);
     parity ^= 1;
     const float r = rstd_of(ss, kH, eps);
     if (threadIdx.x == 0) rstd[row] = r;
     bf16* yr = y + row * kH;
 #pragma unroll
-    for (int s = 0; s < kN; ++s) {
-      const unsigned* u = reinterpret_cast<const unsigned*>(&cur[s]);
-      const unsigned* q = reinterpret_cast<const unsigned*>(&wv[s]);
-      uint4 o;
-      unsigned* ov = reinterpret_cast<unsigned*>(&o);
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        ov[k] = bf_pack(__fmul_rn(__fmul_rn(bf_lo(u[k]), r), bf_lo(q[k])),
-                        __fmul_rn(__fmul_rn(bf_hi(u[k]), r), bf_hi(q[k])));
-      st16<kHint>(yr + 8 * (threadIdx.x + s * kT), o);
-    }
+    for (int s = 0; s < kN; ++s) st16<kHint>(yr + 8 * (threadIdx.x + s * kT), normalize8(cur[s], wv[s], r));
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int s = 0; s < kN; ++s) cur[s] = nxt[s];
@@ -121,16 +126,7 @@ __global__ void __launch_bounds__(kT) fwd_2pass(bf16* y, float* rstd, const bf16
   const bf16* xr = x + row * kH;
   float ss = 0.f;
 #pragma unroll
-  for (int s = 0; s < kN; ++s) {
-    const uint4 v = ld16<0>(xr + 8 * (threadIdx.x + s * kT));
-    const unsigned* u = reinterpret_cast<const unsigned*>(&v);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float a = bf_lo(u[k]), b = bf_hi(u[k]);
-      ss = __fmaf_rn(a, a, ss);
-      ss = __fmaf_rn(b, b, ss);
-    }
-  }
+  for (int s = 0; s < kN; ++s) ss = sum_sq8(ld16<0>(xr + 8 * (threadIdx.x + s * kT)), ss);
   ss = row_sum<kT, kT>(ss, &red[0][0], 0);
   const float r = rstd_of(ss, kH, eps);
   if (threadIdx.x == 0) rstd[row] = r;
@@ -138,23 +134,8 @@ __global__ void __launch_bounds__(kT) fwd_2pass(bf16* y, float* rstd, const bf16
 #pragma unroll
   for (int s = 0; s < kN; ++s) {
     const int v = threadIdx.x + s * kT;
-    uint4 xv;
-    if constexpr (kHint == 1)
-      asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(xv.x), "=r"(xv.y), "=r"(xv.z), "=r"(xv.w)
-                   : "l"(xr + 8 * v));
-    else
-      xv = *reinterpret_cast<const uint4*>(xr + 8 * v);
-    const uint4 wq = reinterpret_cast<const uint4*>(w)[v];
-    const unsigned* u = reinterpret_cast<const unsigned*>(&xv);
-    const unsigned* q = reinterpret_cast<const unsigned*>(&wq);
-    uint4 o;
-    unsigned* ov = reinterpret_cast<unsigned*>(&o);
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      ov[k] = bf_pack(__fmul_rn(__fmul_rn(bf_lo(u[k]), r), bf_lo(q[k])),
-                      __fmul_rn(__fmul_rn(bf_hi(u[k]), r), bf_hi(q[k])));
-    *reinterpret_cast<uint4*>(yr + 8 * v) = o;
+    const uint4 xv = ld16<kHint == 1 ? 2 : 0>(xr + 8 * v);  // 2: ld.global.cs
+    st16<0>(yr + 8 * v, normalize8(xv, reinterpret_cast<const uint4*>(w)[v], r));
   }
 }
 
