@@ -610,17 +610,19 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ============================================================================ dw finalize
-// dw[j] = the sum of partial[k][j] over the chunks k, in an order fixed by `chunks` and
-// kThreads alone (never by the grid): a block owns kCols = 8 consecutive columns (grid-stride
-// over column groups, ceil(h / 8) blocks is the natural grid); its kThreads / 8 slices each add
-// a contiguous run of chunks in increasing k, eight loads in flight, and one thread per column
-// then adds the slice sums in slice order. Many slices keep the loads busy when h is small (few
-// column groups); 8 columns of FP32 are one 32-byte sector of a partial row.
-template <typename TW, int kThreads, bool kCompensated>
+// dw[j] = the sum of partial[k][j] over the chunks k, in an order fixed by `chunks`, kThreads
+// and kCols alone (never by the grid): a block owns kCols consecutive columns (grid-stride over
+// column groups, ceil(h / kCols) blocks is the natural grid); its kThreads / kCols slices each
+// add a contiguous run of chunks in increasing k, kUnroll loads in flight, and one thread per
+// column then adds the slice sums in slice order. Many slices keep the loads busy when h is
+// small (few column groups); 8 columns of FP32 are one 32-byte sector of a partial row.
+// kUnroll changes the speed only, never the order.
+template <typename TW, int kThreads, bool kCompensated, int kCols = 8, int kUnroll = 8>
 __global__ void __launch_bounds__(kThreads)
     dw_finalize(TW* dw, const float* partial, long long chunks, int h) {
-  constexpr int kCols = 8, kSlices = kThreads / kCols, kUnroll = 8;
+  constexpr int kSlices = kThreads / kCols;
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
+  static_assert(kThreads % kCols == 0 && kUnroll >= 1, "whole slices");
   __shared__ float slice_s[kSlices][kCols], slice_c[kSlices][kCols];
   const int col = static_cast<int>(threadIdx.x) % kCols, slice = static_cast<int>(threadIdx.x) / kCols;
   const long long per = (chunks + kSlices - 1) / kSlices;
