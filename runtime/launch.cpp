@@ -14,8 +14,9 @@ std::vector<void*> ArgPack::pointers() {
 }
 
 Launch::Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages,
-               DeviceBuffer scratch)
-    : ctx_(ctx), plan_(plan), stages_(std::move(stages)), scratch_(std::move(scratch)) {
+               DeviceBuffer scratch, DeviceBuffer counters)
+    : ctx_(ctx), plan_(plan), stages_(std::move(stages)), scratch_(std::move(scratch)),
+      counters_(std::move(counters)) {
   for (auto& s : stages_) s.arg_pointers = s.args.pointers();
 }
 
@@ -92,7 +93,8 @@ std::string Launch::describe() const {
   std::ostringstream o;
   o << "route " << p.route << " (accumulate " << accumulate_name(p.accumulate) << ", "
     << (p.deterministic ? "deterministic" : "non-deterministic") << ", scratch " << scratch_.bytes()
-    << " bytes): " << p.why << "\n";
+    << " bytes" << (counters_.bytes() ? ", " + std::to_string(counters_.bytes()) + " bytes of counters" : std::string())
+    << "): " << p.why << "\n";
   for (const auto& r : p.passed_over) o << "  passed over " << r.candidate << ": " << r.reason << " - " << r.detail << "\n";
   for (size_t i = 0; i < p.stages.size(); ++i)
     o << "  stage " << i + 1 << ": " << p.stages[i].program->name << " [" << p.stages[i].build->arch.str()

@@ -25,6 +25,35 @@ const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const Devic
   return plan;
 }
 
+namespace {
+
+// Int32 counters a stage's kernels keep in global memory: "counters" in its program's params.
+int64_t counter_words(const PlannedStage& s) {
+  const auto it = s.program->params.find("counters");
+  return it == s.program->params.end() ? 0 : it->get<int64_t>();
+}
+
+// Zeroed counters for a launch: on the one-call stream in its order, else on a stream of their
+// own that is waited for here, so no stream the launch may later run on can overtake the fill.
+DeviceBuffer zeroed_counters(int64_t words, std::optional<CUstream> one_call_stream) {
+  const size_t bytes = size_t(words) * 4;
+  if (one_call_stream) {
+    DeviceBuffer b(bytes, *one_call_stream);
+    CAKE_CU(cuMemsetD32Async(b.get(), 0u, size_t(words), *one_call_stream));
+    return b;
+  }
+  DeviceBuffer b(bytes);
+  CUstream s;
+  CAKE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUresult r = Driver::instance().api().cuMemsetD32Async(b.get(), 0u, size_t(words), s);
+  if (r == CUDA_SUCCESS) r = Driver::instance().api().cuStreamSynchronize(s);
+  Driver::instance().api().cuStreamDestroy(s);
+  if (r != CUDA_SUCCESS) throw_driver_error("cuMemsetD32Async (launch counters)", r);
+  return b;
+}
+
+}  // namespace
+
 Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,
                     ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream) {
   ContextGuard guard(dc.ctx);
@@ -32,8 +61,18 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   DeviceBuffer scratch = one_call_stream ? DeviceBuffer(size_t(p.scratch_bytes), *one_call_stream)
                                          : DeviceBuffer(size_t(p.scratch_bytes));
   if (p.scratch_bytes > 0) args["scratch"] = scratch.get();
+  int64_t words = 0;
+  for (const auto& s : p.stages) words += counter_words(s);
+  DeviceBuffer counters = words > 0 ? zeroed_counters(words, one_call_stream) : DeviceBuffer();
   std::vector<LaunchStage> stages;
+  int64_t counter_offset = 0;
   for (const auto& s : p.stages) {
+    if (const int64_t w = counter_words(s); w > 0) {  // this stage's own counters
+      args["counters"] = counters.get() + CUdeviceptr(counter_offset * 4);
+      counter_offset += w;
+    } else {
+      args.erase("counters");
+    }
     LaunchStage ls;
     ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx);
     bind(p, s, args, ls);
@@ -42,7 +81,7 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
     if (ls.function && ls.smem > 0) rt.loader().ensure_dynamic_smem(ls.function, int(ls.smem));
     stages.push_back(std::move(ls));
   }
-  return Launch(dc.ctx, plan, std::move(stages), std::move(scratch));
+  return Launch(dc.ctx, plan, std::move(stages), std::move(scratch), std::move(counters));
 }
 
 Launch prepare_planned(Runtime& rt, const DeviceContext& dc, const Problem& problem, ArgMap args,

@@ -249,6 +249,10 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count)
     }
     ls.args.add(reinterpret_cast<void*>(out));
     ls.args.add(reinterpret_cast<const void*>(offs));
+    if (kind == "sm90") {  // the tile counters of the dynamic schedule (none: round-robin)
+      const auto c = args.find("counters");
+      ls.args.add(reinterpret_cast<void*>(c == args.end() ? uintptr_t(0) : c->second));
+    }
     ls.args.add(int(E));
     ls.args.add(int(M));
     ls.args.add(int(N));

@@ -10,6 +10,16 @@
 // With kCluster = 2 the two CTAs of a cluster take neighbouring row blocks and each loads half
 // of the shared B tile, multicast into both.
 //
+// Tile order: each CTA's first tile is its own index; after that, with `sched` (two ints in
+// global memory, zero at launch; clusters of 1) the producer takes the next tile index from
+// an atomic counter, so SMs that run faster (or start earlier) take more tiles and uneven
+// wgrad tiles (their length is the group's rows) even out as they come. The kernel leaves
+// the counters zero again: the last CTA to finish resets them, so launches of one `sched`
+// must be stream-ordered. Without `sched` the CTAs walk the tiles round-robin. Either way a
+// tile is computed whole by one CTA in one fixed order, so the results are the same bits.
+// The producer hands each tile index to the consumers through a two-slot ring in shared
+// memory (full/empty mbarriers).
+//
 // Epilogue: each consumer writes its 64 rows in slices of 128-byte rows into shared memory
 // (swizzled like TMA's 128-byte mode) and one thread stores the slice with TMA, or with
 // accumulate reduce-adds it into global memory (cp.reduce.async.bulk .add: one FP32 add per
@@ -29,7 +39,8 @@
 // rows of the last K block in shared memory before the wgmma reads it.
 //
 // Host contract (runtime/ops_grouped_gemm.cpp): block 384, dynamic smem sm90_smem_bytes,
-// grid a multiple of kCluster (one CTA per SM), bf16 maps with 128-byte swizzle:
+// grid a multiple of kCluster (one CTA per SM), `sched` two int32 zeros or null, bf16 maps
+// with 128-byte swizzle:
 //   fwd:   A = x {K, M} box {64, 128};  B = w {K, N, E} box {64, kBN / kCluster, 1};  out y {N, M}
 //   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
 //   wgrad: A = g {N, M} box {64, 64};   B = x {K, M} box {64, 64};                    out dw {K, N, E}
@@ -47,7 +58,7 @@ struct alignas(64) TmaDesc {
 constexpr int kOpFwd = 0, kOpDgrad = 1, kOpWgrad = 2;
 
 // Dynamic shared memory the host passes: the stage ring, four 8 KB epilogue slices (two per
-// consumer), 1024-byte alignment slack, barriers.
+// consumer), 1024-byte alignment slack, barriers, the tile-index ring and the wgrad group order.
 template <int kBM, int kBN, int kStages>
 __host__ __device__ constexpr int sm90_smem_bytes() {
   return kStages * (kBM + kBN) * 128 + 4 * 8192 + 2048;
@@ -341,8 +352,8 @@ __device__ __forceinline__ void store_pair(OutT* p, float v0, float v1) {
 template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     sm90_grouped_gemm(const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
-                      const __grid_constant__ TmaDesc tma_out, OutT* __restrict__ out, const int* __restrict__ offs, int num_groups, int m, int n,
-                      int k) {
+                      const __grid_constant__ TmaDesc tma_out, OutT* __restrict__ out, const int* __restrict__ offs,
+                      int* __restrict__ sched, int num_groups, int m, int n, int k) {
   using namespace sm90;
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
   static_assert(kBN == 128 || kBN == 256, "wgmma n");
@@ -361,12 +372,20 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   const unsigned epi_base = b_base + kStages * kBBytes;   // 4 epilogue slices of 8 KB
   const unsigned full_bar = epi_base + 4 * 8192;          // kStages barriers of 8 bytes
   const unsigned empty_bar = full_bar + kStages * 8;
+  const unsigned tile_full = empty_bar + kStages * 8;     // tile-index ring: 2 slots
+  const unsigned tile_empty = tile_full + 16;
+  volatile int* const tile_slot = reinterpret_cast<volatile int*>(smem_raw + (tile_empty + 16 - raw));
   const int wg = threadIdx.x / 128;
+  const bool dynamic = kCluster == 1 && sched != nullptr;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar + 8 * s, 1);
       mbar_init(empty_bar + 8 * s, 8 * kCluster);  // lane 0 of each consumer warp of the cluster
+    }
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(tile_full + 8 * s, 1);   // the producer
+      mbar_init(tile_empty + 8 * s, 256);  // every consumer thread, after its own read
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(&tma_a) : "memory");
@@ -381,13 +400,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
 
   const int rank = kCluster > 1 ? int(cluster_rank()) : 0;
   const int unit0 = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
-  Scheduler<kOp, kBM, kBN, kRasterBand, kCluster> sched(offs, num_groups, m, c_rows, c_cols, rank);
-  // The group order table lives in the slack after the barriers: sm90_smem_bytes keeps 2048
-  // bytes for alignment and barriers, so at least 900 remain (up to 8 stages) whatever the
-  // alignment of dynamic shared memory: room for kMaxSorted 2-byte entries.
+  Scheduler<kOp, kBM, kBN, kRasterBand, kCluster> tiles(offs, num_groups, m, c_rows, c_cols, rank);
+  // The group order table lives in the slack after the barriers and the tile ring:
+  // sm90_smem_bytes keeps 2048 bytes for alignment and those, so at least 860 remain (up to 8
+  // stages) whatever the alignment of dynamic shared memory: room for kMaxSorted 2-byte entries.
   constexpr int kMaxSorted = 256;
   if (kOp == kOpWgrad && num_groups <= kMaxSorted)
-    sched.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (empty_bar + kStages * 8 - raw)));
+    tiles.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (tile_empty + 24 - raw)));
   Tile tile;
   int stage = 0;
   unsigned phase = 0;
@@ -403,7 +422,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
       constexpr unsigned short kMask = (1u << kCluster) - 1;
-      for (int t = unit0; sched.get(t, tile); t += unit_step) {
+      int slot = 0;
+      unsigned slot_phase = 0;
+      for (int t = unit0;;) {
+        const bool more = tiles.get(t, tile);
+        // Hand t to the consumers (past the end: they stop too).
+        mbar_wait(tile_empty + 8 * slot, slot_phase ^ 1);
+        tile_slot[slot] = t;
+        mbar_arrive(tile_full + 8 * slot);
+        if (++slot == 2) slot = 0, slot_phase ^= 1;
+        if (!more) break;
+        // The next index is asked for now; its latency hides behind this tile's loads.
+        const int next = dynamic ? unit_step + atomicAdd(sched, 1) : t + unit_step;
         const int kbs = k_blocks(tile);
         const int mrow = tile.m_blk * kBM, ncol = tile.n_blk * kBN;
         for (int kb = 0; kb < kbs; ++kb) {
@@ -444,6 +474,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
           }
           advance();
         }
+        t = next;
       }
     }
   } else {
@@ -461,7 +492,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         mbar_arrive(empty_bar + 8 * st);
       }
     };
-    for (int t = unit0; sched.get(t, tile); t += unit_step) {
+    int slot = 0;
+    unsigned slot_phase = 0;
+    auto take = [&] {  // the producer's next tile index
+      mbar_wait(tile_full + 8 * slot, slot_phase);
+      const int t = tile_slot[slot];
+      // Each reader arrives itself: an arrive releases only its own thread's read, and the
+      // producer overwrites the slot once the barrier completes.
+      mbar_arrive(tile_empty + 8 * slot);
+      if (++slot == 2) slot = 0, slot_phase ^= 1;
+      return t;
+    };
+    for (int t = take(); tiles.get(t, tile); t = take()) {
       const int kbs = k_blocks(tile);
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
@@ -576,6 +618,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   }
   // No CTA leaves while a peer may still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
+  if (dynamic) {
+    // The last CTA out (every other CTA has taken its last index) zeroes the counters for
+    // the next launch.
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if (atomicAdd(sched + 1, 1) == int(gridDim.x) - 1) {
+        atomicExch(sched, 0);
+        atomicExch(sched + 1, 0);
+      }
+    }
+  }
 }
 
 }  // namespace cake::gg

@@ -134,6 +134,37 @@ class PrimaryContext {
   CUcontext ctx_ = nullptr;
 };
 
+// What `record` enqueues on a stream, captured once into a CUDA graph on a non-blocking stream
+// of its own; replay() launches the graph and waits for it.
+class CapturedGraph {
+ public:
+  template <typename F>
+  explicit CapturedGraph(F&& record) {
+    CAKE_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    CAKE_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    record(stream_);
+    CAKE_CU(cuStreamEndCapture(stream_, &graph_));
+    CAKE_CU(cuGraphInstantiateWithFlags(&exec_, graph_, 0));
+  }
+  ~CapturedGraph() {
+    const auto& api = Driver::instance().api();
+    if (exec_) api.cuGraphExecDestroy(exec_);
+    if (graph_) api.cuGraphDestroy(graph_);
+    if (stream_) api.cuStreamDestroy(stream_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void replay(int times = 1) const {
+    for (int i = 0; i < times; ++i) CAKE_CU(cuGraphLaunch(exec_, stream_));
+    CAKE_CU(cuStreamSynchronize(stream_));
+  }
+
+ private:
+  CUstream stream_ = nullptr;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
 // TARGETS.md's budget for FP32 outputs against an FP64 reference: relative Frobenius error
 // <= 5e-5 and max error <= 1e-3 max |ref|; every element written (finite).
 inline void expect_f32_close(const std::vector<float>& got, const std::vector<double>& ref, const char* what) {

@@ -377,16 +377,24 @@ INSTANTIATE_TEST_SUITE_P(Cases, GroupedGemm, ::testing::Combine(::testing::Value
 
 using GroupedGemmGpu = test::RuntimeTest<>;
 
+// Random bf16 x [M, K], g [M, N], w [E, N, K] (seeds seed, seed + 1, seed + 2) and offs.
+struct Operands {
+  Operands(int64_t e, int64_t m, int64_t n, int64_t k, const std::vector<int32_t>& offs, uint64_t seed)
+      : X(DType::bf16, {m, k}), G(DType::bf16, {m, n}), W(DType::bf16, {e, n, k}), O(DType::i32, {e}) {
+    X.upload(test::to_bf16(test::random_floats(size_t(m * k), seed)));
+    G.upload(test::to_bf16(test::random_floats(size_t(m * n), seed + 1)));
+    W.upload(test::to_bf16(test::random_floats(size_t(e * n * k), seed + 2)));
+    O.upload(offs);
+  }
+  Dev X, G, W, O;
+};
+
 // Prepared launches replay in a captured graph: the same bits as a direct launch, for a
 // one-stage route, a two-stage composed one and (both routes) the fused accumulate.
 TEST_F(GroupedGemmGpu, ReplaysInACapturedGraph) {
   const int64_t E = 4, M = 300, N = 64, K = 128;
-  std::vector<int32_t> offs_h = {50, 50, 210, 300};
-  Dev X(DType::bf16, {M, K}), G(DType::bf16, {M, N}), W(DType::bf16, {E, N, K}), O(DType::i32, {E});
-  X.upload(test::to_bf16(test::random_floats(size_t(M * K), 1)));
-  G.upload(test::to_bf16(test::random_floats(size_t(M * N), 2)));
-  W.upload(test::to_bf16(test::random_floats(size_t(E * N * K), 3)));
-  O.upload(offs_h);
+  Operands in(E, M, N, K, {50, 50, 210, 300}, 1);
+  const Dev &X = in.X, &G = in.G, &W = in.W, &O = in.O;
   auto out0 = test::random_floats(size_t(E * N * K), 4);
   auto out0b = test::to_bf16(out0);
   for (bool forced : {false, true}) {
@@ -409,24 +417,52 @@ TEST_F(GroupedGemmGpu, ReplaysInACapturedGraph) {
     auto dw1 = DW.download<uint32_t>();
     auto dwb1 = DWB.download<uint16_t>();
     // The same from a graph.
-    CUstream s;
-    CAKE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CAKE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    fwd.launch(s), acc.launch(s), accb.launch(s);
-    CUgraph graph;
-    CAKE_CU(cuStreamEndCapture(s, &graph));
-    CUgraphExec exec;
-    CAKE_CU(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    test::CapturedGraph graph([&](CUstream s) { fwd.launch(s), acc.launch(s), accb.launch(s); });
     Y.poison();
     DW.upload(out0), DWB.upload(out0b);
-    CAKE_CU(cuGraphLaunch(exec, s));
-    CAKE_CU(cuStreamSynchronize(s));
+    graph.replay();
     EXPECT_EQ(Y.download<uint16_t>(), y1);
     EXPECT_EQ(DW.download<uint32_t>(), dw1);
     EXPECT_EQ(DWB.download<uint16_t>(), dwb1);
-    CAKE_CU(cuGraphExecDestroy(exec));
-    CAKE_CU(cuGraphDestroy(graph));
-    CAKE_CU(cuStreamDestroy(s));
+  }
+}
+
+// The sm90 programs hand tiles out from two counters the launch owns, which each kernel must
+// leave zero: repeated launches (direct, capped to 3 SMs so that most tiles are handed out
+// through the counter, and graph replays) give the first launch's bits every time.
+TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
+  if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
+  const int64_t E = 4, M = 3000, N = 512, K = 256;
+  Operands in(E, M, N, K, {700, 700, 2100, 3000}, 11);
+  const Dev &X = in.X, &G = in.G, &W = in.W, &O = in.O;
+  for (int max_sms : {0, 3}) {
+    SCOPED_TRACE("max_sms " + std::to_string(max_sms));
+    ops::OpOptions o;
+    o.max_sms = max_sms;
+    Dev Y(DType::bf16, {M, N}), DW(DType::f32, {E, N, K});
+    auto fwd = ops::prepare_grouped_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, O.dl, o);
+    auto wg = ops::prepare_grouped_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, O.dl, false, o);
+    for (const Launch* l : {&fwd, &wg}) {
+      EXPECT_EQ(l->counter_bytes(), 8u) << l->describe();
+      EXPECT_NE(l->describe().find("8 bytes of counters"), std::string::npos) << l->describe();
+    }
+    Y.poison(), DW.poison();
+    fwd.launch(nullptr), wg.launch(nullptr);
+    const auto y1 = Y.download<uint16_t>();
+    const auto dw1 = DW.download<uint32_t>();
+    for (int rep = 0; rep < 4; ++rep) {
+      Y.poison(), DW.poison();
+      fwd.launch(nullptr), wg.launch(nullptr);
+      ASSERT_EQ(Y.download<uint16_t>(), y1) << "launch " << rep + 2;
+      ASSERT_EQ(DW.download<uint32_t>(), dw1) << "launch " << rep + 2;
+    }
+    test::CapturedGraph graph([&](CUstream s) { fwd.launch(s), wg.launch(s); });
+    for (int rep = 0; rep < 3; ++rep) {
+      Y.poison(), DW.poison();
+      graph.replay();
+      ASSERT_EQ(Y.download<uint16_t>(), y1) << "replay " << rep + 1;
+      ASSERT_EQ(DW.download<uint32_t>(), dw1) << "replay " << rep + 1;
+    }
   }
 }
 

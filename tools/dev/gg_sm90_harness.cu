@@ -44,6 +44,10 @@ static TmaDesc make_map(const void* base, int rank, const uint64_t* dims, const 
 }
 
 constexpr int kBM = 128, kStages = 4, kBand = 16;
+// Tile counters for the dynamic schedule (two zeroed ints; the kernel leaves them zero), and
+// whether run_op passes them (else the round-robin schedule).
+static int* g_sched = nullptr;
+static bool g_dynamic = false;
 template <int kBN>
 constexpr int smem_bytes() { return cake::gg::sm90_smem_bytes<kBM, kBN, kStages>(); }
 
@@ -84,7 +88,8 @@ void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     attr = true;
   }
-  void* args[] = {&ta, &tb, &to, &out, &offs, &E, &M, &N, &K};
+  int* sched = g_dynamic ? g_sched : nullptr;
+  void* args[] = {&ta, &tb, &to, &out, &offs, &sched, &E, &M, &N, &K};
   CK(cudaLaunchKernel((const void*)kern, dim3(sms / kCl * kCl), dim3(384), args, kSmem, st));
   CK(cudaGetLastError());
 }
@@ -213,8 +218,8 @@ void check_case(const char* name, int E, const std::vector<int>& sizes, int trai
   }
   bool ok = det && bad == 0 && untouched_bad == 0;
   if (sizeof(OutT) == 4 && !kAcc) ok = ok && std::sqrt(err2) <= 5e-5 * std::sqrt(ref2) && maxerr <= 1e-3 * maxref;
-  std::printf("%s %-34s cl=%d op=%d out=%s acc=%d bn=%d E=%d M=%d N=%d K=%d det=%d bad=%ld untouched_bad=%ld relF=%.2e\n",
-              ok ? "PASS" : "FAIL", name, kCl, kOp, sizeof(OutT) == 4 ? "f32" : "bf16", int(kAcc), kBN, E, M, N, K, int(det),
+  std::printf("%s %-34s cl=%d dyn=%d grid=%d op=%d out=%s acc=%d bn=%d E=%d M=%d N=%d K=%d det=%d bad=%ld untouched_bad=%ld relF=%.2e\n",
+              ok ? "PASS" : "FAIL", name, kCl, int(g_dynamic), sms, kOp, sizeof(OutT) == 4 ? "f32" : "bf16", int(kAcc), kBN, E, M, N, K, int(det),
               bad, untouched_bad, ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0);
   if (!ok) ++failures;
   cudaFree(a), cudaFree(b), cudaFree(doffs), cudaFree(ref), cudaFree(out);
@@ -235,7 +240,7 @@ void check_all(int sms) {
 // ---- benchmark against a per-expert cuBLAS loop (same data; L2 flushed between calls)
 // Median times of two contenders, timed alternately (same clocks and temperature for both).
 static void time_pair(int iters, void (*f1)(void*), void (*f2)(void*), void* ctx, void* flush, size_t flush_bytes,
-                      float& m1, float& m2, int op1, int op2) {
+                      float& m1, float& m2, int op1, int op2, float* spread1 = nullptr) {
   std::vector<float> t1, t2;
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
@@ -255,6 +260,7 @@ static void time_pair(int iters, void (*f1)(void*), void (*f2)(void*), void* ctx
   std::sort(t1.begin(), t1.end());
   std::sort(t2.begin(), t2.end());
   m1 = t1[t1.size() / 2], m2 = t2[t2.size() / 2];
+  if (spread1) spread1[0] = t1.front(), spread1[1] = t1.back();
 }
 
 struct BenchCtx {
@@ -268,17 +274,19 @@ struct BenchCtx {
 
 static void run_cake(void* p) {
   auto& c = *static_cast<BenchCtx*>(p);
-  if (c.op == 0) run_op<0, bf16, false, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 1) run_op<1, bf16, false, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 2) run_op<2, bf16, false, 256>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 3) run_op<2, float, true, 256>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 4) run_op<0, bf16, false, 256, 16, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 5) run_op<1, bf16, false, 256, 16, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 6) run_op<2, bf16, false, 256, 16, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 7) run_op<2, float, true, 256, 16, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 8) run_op<0, bf16, false, 256, 8, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 9) run_op<1, bf16, false, 256, 8, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (c.op == 10) run_op<2, bf16, false, 256, 8, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  g_dynamic = c.op >= 12;  // 12..15: ops 0..3 with the dynamic tile schedule
+  const int op = c.op >= 12 ? c.op - 12 : c.op;
+  if (op == 0) run_op<0, bf16, false, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 1) run_op<1, bf16, false, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 2) run_op<2, bf16, false, 256>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 3) run_op<2, float, true, 256>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 4) run_op<0, bf16, false, 256, 16, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 5) run_op<1, bf16, false, 256, 16, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 6) run_op<2, bf16, false, 256, 16, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 7) run_op<2, float, true, 256, 16, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 8) run_op<0, bf16, false, 256, 8, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 9) run_op<1, bf16, false, 256, 8, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 10) run_op<2, bf16, false, 256, 8, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else run_op<2, float, true, 256, 8, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
 }
 static void run_cublas(void* p) {
@@ -344,6 +352,33 @@ static std::vector<int> bench_sizes(const char* dist, int m, int e) {
   return s;
 }
 
+// Random bf16 from a hash of the index, made on the device (host generation of 10^9 values
+// took longer than the timings): uniform in [-1, 1), or with `gauss` standard normal
+// (Box-Muller), as torch.randn and `cakec bench` draw.
+__device__ unsigned mix(unsigned x) {
+  x ^= x >> 15, x *= 2246822519u, x ^= x >> 13, x *= 3266489917u, x ^= x >> 16;
+  return x;
+}
+__global__ void fill_random(bf16* p, size_t n, unsigned seed, bool gauss) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const unsigned x = mix(unsigned(i) * 2654435761u ^ unsigned(i >> 32) * 40503u ^ seed * 2246822519u);
+    const float u = float(x >> 8) * (1.0f / 16777216.0f);
+    float v = 2.0f * u - 1.0f;
+    if (gauss) {
+      const float u2 = (float(mix(x ^ 0x9e3779b9u) >> 8) + 0.5f) * (1.0f / 16777216.0f);
+      v = sqrtf(-2.0f * logf(u2)) * cospif(2.0f * u);
+    }
+    p[i] = cake::from_f32<bf16>(v);
+  }
+}
+static bf16* dev_random(size_t n, unsigned seed) {
+  bf16* d;
+  CK(cudaMalloc(&d, n * sizeof(bf16)));
+  fill_random<<<1024, 256>>>(d, n, seed, getenv("GG_GAUSS") && std::atoi(getenv("GG_GAUSS")));
+  CK(cudaGetLastError());
+  return d;
+}
+
 static void bench(int sms) {
   cublasHandle_t h;
   cublasCreate(&h);
@@ -351,22 +386,43 @@ static void bench(int sms) {
   size_t flush_bytes = 256 << 20;
   CK(cudaMalloc(&flush, flush_bytes));
   struct Shape { const char* name; int N, K; };
-  // GG_SHAPES (gate_up,down), GG_ES (8,32), GG_DIST (balanced | lognormal | skewed), GG_REPS (10)
-  const char* dist = getenv("GG_DIST") ? getenv("GG_DIST") : "balanced";
-  const int reps = getenv("GG_REPS") ? std::atoi(getenv("GG_REPS")) : 10;
-  if (reps < 1 || (std::strcmp(dist, "balanced") && std::strcmp(dist, "skewed") && std::strcmp(dist, "lognormal"))) {
-    std::fprintf(stderr, "GG_REPS must be >= 1 and GG_DIST balanced, skewed or lognormal\n");
+  // GG_SHAPES (gate_up,down), GG_ES (8,32), GG_DIST (balanced,lognormal,skewed: a list), GG_REPS (10);
+  // GG_SIZES=s0,s1,...: one case of exactly those group sizes (E their count, M their sum);
+  // GG_GAUSS=1: normal operands instead of uniform ones.
+  std::vector<int> custom;
+  for (const char* p = getenv("GG_SIZES") ? getenv("GG_SIZES") : ""; *p;) {
+    custom.push_back(std::atoi(p));
+    while (*p && *p != ',') ++p;
+    if (*p) ++p;
+  }
+  const char* dists = getenv("GG_DIST") ? getenv("GG_DIST") : "balanced";
+  int reps = getenv("GG_REPS") ? std::atoi(getenv("GG_REPS")) : 10;
+  for (const char* p = dists; *p;) {
+    const char* e = std::strchr(p, ',');
+    const std::string d(p, e ? e - p : std::strlen(p));
+    if (d != "balanced" && d != "skewed" && d != "lognormal") reps = 0;
+    p = e ? e + 1 : p + std::strlen(p);
+  }
+  if (reps < 1) {
+    std::fprintf(stderr, "GG_REPS must be >= 1 and GG_DIST a list of balanced, skewed, lognormal\n");
     std::exit(2);
   }
+  if (!custom.empty()) dists = "custom";
+  for (const char* dist : {"balanced", "skewed", "lognormal", "custom"})
   for (Shape s : {Shape{"gate_up", 4096, 6144}, Shape{"down", 6144, 2048}}) {
+    if (!std::strstr(dists, dist)) continue;
     if (getenv("GG_SHAPES") && !strstr(getenv("GG_SHAPES"), s.name)) continue;
-    for (int E : {4, 8, 16, 32}) {
-      if (!listed("GG_ES", E, "8,32")) continue;
+    for (int E : {4, 8, 16, 32, 0}) {
+      if (custom.empty() ? !listed("GG_ES", E, "8,32") : E != 0) continue;
       int M = 131072;
-      BenchCtx c{0, E, M, s.N, s.K, sms, bench_sizes(dist, M, E), nullptr, nullptr, nullptr, nullptr, nullptr, h};
-      std::mt19937 rng(7);
-      auto hx = rand_bf16((size_t)M * s.K, rng), hw = rand_bf16((size_t)E * s.N * s.K, rng), hg = rand_bf16((size_t)M * s.N, rng);
-      c.x = dev_copy(hx), c.w = dev_copy(hw), c.g = dev_copy(hg);
+      std::vector<int> sizes = custom.empty() ? bench_sizes(dist, M, E) : custom;
+      if (!custom.empty()) {
+        E = int(custom.size()), M = 0;
+        for (int v : custom) M += v;
+      }
+      BenchCtx c{0, E, M, s.N, s.K, sms, sizes, nullptr, nullptr, nullptr, nullptr, nullptr, h};
+      c.x = dev_random((size_t)M * s.K, 1), c.w = dev_random((size_t)E * s.N * s.K, 2),
+      c.g = dev_random((size_t)M * s.N, 3);
       std::vector<int> offs(E);
       for (int e = 0, acc = 0; e < E; ++e) offs[e] = acc += c.sizes[e];
       c.offs = dev_copy(offs);
@@ -374,14 +430,17 @@ static void bench(int sms) {
       CK(cudaMalloc(&c.out, out_bytes));
       CK(cudaMemset(c.out, 0, out_bytes));
       double flops = 2.0 * M * s.N * s.K;
-      for (int op = 0; op < 12; ++op) {
+      for (int op = 0; op < 16; ++op) {
         if (getenv("GG_OPS") && !strchr(getenv("GG_OPS"), 'a' + op)) continue;
-        const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2", "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8"};
+        const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2",
+                               "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8", "fwd_dyn", "dgrad_dyn",
+                               "wgrad_dyn", "acc_dyn"};
         const int bop = op < 4 ? op : op % 4;
-        float tc, tb;
-        time_pair(reps, run_cake, run_cublas, &c, flush, flush_bytes, tc, tb, op, bop);
-        std::printf("BENCH %-8s %-9s E=%-3d %-14s cake %7.3f ms %6.1f TFLOP/s | cublas loop %7.3f ms %6.1f TFLOP/s | %.3fx\n",
-                    s.name, dist, E, names[op], tc, flops / tc / 1e9, tb, flops / tb / 1e9, tb / tc);
+        float tc, tb, spread[2];
+        time_pair(reps, run_cake, run_cublas, &c, flush, flush_bytes, tc, tb, op, bop, spread);
+        std::printf("BENCH %-8s %-9s E=%-3d %-14s cake %7.3f ms %6.1f TFLOP/s (min %.3f max %.3f) | cublas loop %7.3f ms "
+                    "%6.1f TFLOP/s | %.3fx\n",
+                    s.name, dist, E, names[op], tc, flops / tc / 1e9, spread[0], spread[1], tb, flops / tb / 1e9, tb / tc);
       }
       cudaFree(c.x), cudaFree(c.w), cudaFree(c.g), cudaFree(c.offs), cudaFree(c.out);
     }
@@ -405,6 +464,8 @@ int main(int argc, char** argv) {
     CK(cudaOccupancyMaxActiveClusters(&clusters, (void*)kern, &cfg));
     std::printf("max active 2-CTA clusters: %d (SMs %d)\n", clusters, sms);
   }
+  CK(cudaMalloc(&g_sched, 2 * sizeof(int)));
+  CK(cudaMemset(g_sched, 0, 2 * sizeof(int)));
   bool do_bench = argc > 1 && !std::strcmp(argv[1], "--bench");
   if (do_bench && getenv("GG_SKIP_CHECKS")) {  // timing (or profiling) only
     bench(sms);
@@ -423,6 +484,23 @@ int main(int argc, char** argv) {
   check_all<2, float, true, 256, 2>(sms);
   check_all<0, bf16, false, 128, 2>(sms);
   check_all<2, float, false, 128, 2>(sms);
+  // The dynamic tile schedule: the same checks (two runs each, so the counters' reset is
+  // exercised), with every SM and with 7, then the counters must read zero again.
+  g_dynamic = true;
+  for (int grid : {sms, 7}) {
+    check_all<0, bf16, false, 256>(grid);
+    check_all<1, bf16, false, 256>(grid);
+    check_all<2, bf16, false, 256>(grid);
+    check_all<2, float, true, 256>(grid);
+  }
+  g_dynamic = false;
+  {
+    int h[2];
+    CK(cudaMemcpy(h, g_sched, sizeof h, cudaMemcpyDeviceToHost));
+    const bool zero = h[0] == 0 && h[1] == 0;
+    std::printf("%s dynamic schedule counters back to zero (%d, %d)\n", zero ? "PASS" : "FAIL", h[0], h[1]);
+    failures += !zero;
+  }
   std::printf("%s: %d failures\n", failures ? "FAILED" : "ALL PASSED", failures);
   if (do_bench) bench(sms);
   return failures ? 1 : 0;
