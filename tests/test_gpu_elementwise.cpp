@@ -204,26 +204,17 @@ TEST_F(GpuTest, PreparedLaunchReplaysInACapturedGraph) {
   out.upload(hout);
   in.upload(hin16);
   auto l = ops::prepare_cast(*rt, out.dl(), in.dl(), true);
-  CUstream s;
-  CAKE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  CAKE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  l.launch(s);
-  l.launch(s);
-  CUgraph g;
-  CAKE_CU(cuStreamEndCapture(s, &g));
-  CUgraphExec exec;
-  CAKE_CU(cuGraphInstantiateWithFlags(&exec, g, 0));
-  for (int r = 0; r < 3; ++r) CAKE_CU(cuGraphLaunch(exec, s));
-  CAKE_CU(cuStreamSynchronize(s));
+  test::CapturedGraph graph([&](CUstream s) {
+    l.launch(s);
+    l.launch(s);
+  });
+  graph.replay(3);
   auto got = out.download<float>();
   for (int64_t i = 0; i < n; ++i) {
     float v = hout[size_t(i)];
     for (int k = 0; k < 6; ++k) v += test::bf16_float(hin16[size_t(i)]);
     ASSERT_EQ(test::f32_bits(got[size_t(i)]), test::f32_bits(v)) << i;
   }
-  CAKE_CU(cuGraphExecDestroy(exec));
-  CAKE_CU(cuGraphDestroy(g));
-  CAKE_CU(cuStreamDestroy(s));
 }
 
 TEST_F(GpuTest, TwoContextsGetTheirOwnModules) {
