@@ -1,5 +1,6 @@
 """Grouped GEMM: cake (through the C ABI) against torch._grouped_mm, in one python process on
-the GPU, same inputs, CUDA-event medians with L2 flushed before each timed call.
+the GPU, same inputs, CUDA-event medians with L2 flushed before each timed call; cake and
+torch are timed in turn, rep by rep.
 
     python3 tools/bench_grouped_gemm_torch.py build-gpu/runtime/libcake.so \
         [--shape gate_up down] [--m 131072] [--e 8 32] [--dist balanced lognormal] \
@@ -56,17 +57,21 @@ class Timer:
         self.a = torch.cuda.Event(enable_timing=True)
         self.b = torch.cuda.Event(enable_timing=True)
 
-    def median_ms(self, fn):
-        fn()  # warm-up
-        t = []
+    def median_ms(self, *fns):
+        """Medians of each fn, timed in turn rep by rep (the same clocks and temperature for
+        all: timed one after the other, the later one ran on a hotter, slower card)."""
+        for fn in fns:
+            fn()  # warm-up
+        t = [[] for _ in fns]
         for _ in range(self.reps):
-            self.flush.zero_()
-            self.a.record()
-            fn()
-            self.b.record()
-            self.b.synchronize()
-            t.append(self.a.elapsed_time(self.b))
-        return sorted(t)[len(t) // 2]
+            for i, fn in enumerate(fns):
+                self.flush.zero_()
+                self.a.record()
+                fn()
+                self.b.record()
+                self.b.synchronize()
+                t[i].append(self.a.elapsed_time(self.b))
+        return [sorted(v)[len(v) // 2] for v in t]
 
 
 def bad_count(got, want):
@@ -159,8 +164,7 @@ def main():
                             check = "ok" if bad == 0 else f"BAD {bad}/{total}"
                             failed |= bad != 0
                             del want
-                            cake_ms = timer.median_ms(lambda: launch.run())
-                            torch_ms = timer.median_ms(ref)
+                            cake_ms, torch_ms = timer.median_ms(lambda: launch.run(), ref)
                             ratios.append((torch_ms / cake_ms, op, " ".join(str(v) for v in row[:5])))
                             row += [f"{cake_ms:.3f}", f"{flop / cake_ms / 1e9:.0f}", f"{flop / torch_ms / 1e9:.0f}",
                                     f"{torch_ms / cake_ms:.3f}x", check, route_of(launch)]

@@ -30,6 +30,9 @@ def bwd_eager(dy, x, r, w):
     return dx, dw
 
 
+# One compiled graph per shape (dynamic=False): more shapes than dynamo's default recompile
+# limit (8) would silently fall back to eager for the rest.
+torch._dynamo.config.recompile_limit = 64
 fwd_comp = torch.compile(fwd_eager, dynamic=False)
 bwd_comp = torch.compile(bwd_eager, dynamic=False)
 
