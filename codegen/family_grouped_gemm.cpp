@@ -32,8 +32,8 @@ std::string ctype(const std::string& t) { return t == "bf16" ? "cake::bf16" : "f
 const char* cbool(bool b) { return b ? "true" : "false"; }
 
 // Hopper: 128 x 256 tiles, 4 stages, raster bands of 16 row blocks, clusters of 1 with the
-// dynamic tile schedule (tools/dev/gg_sm90_harness.cu on the H200: geomean over 48 rows 1.035x
-// -> 1.044x of the cuBLAS loop, DRAM traffic of a gate_up fwd -41 %); a producer warpgroup and
+// dynamic tile schedule (tools/dev/gg_sm90_harness.cu on the H200: geomean over 48 rows 1.030x
+// -> 1.043x of the cuBLAS loop, DRAM traffic of a gate_up fwd -41 %, docs/perf.md); a producer warpgroup and
 // two consumer warpgroups. smem mirrors cake::gg::sm90_smem_bytes
 // (templates/sm90_grouped_gemm.cuh): the stage ring, four 8 KB epilogue slices, slack and
 // barriers.

@@ -190,7 +190,19 @@ void Registry::parse(const RegistrySource& src) {
       archs.expect_array();
       if (archs.size() == 0) archs.fail("a program needs at least one arch");
       for (size_t a = 0; a < archs.size(); ++a) prog.archs.push_back(read_arch(archs.at(a)));
-      if (p.has("params")) prog.params = p.at("params").json();
+      if (p.has("params")) {
+        auto params = p.at("params");
+        params.expect_object();
+        // The one param the runtime acts on generically: int32 words the launch owns for the
+        // program's kernels (allocated and zeroed at prepare).
+        if (params.has("counters")) {
+          const int64_t words = params.at("counters").int64();
+          if (words < 0 || words > kMaxCounterWords)
+            params.at("counters").fail("must be 0.." + std::to_string(kMaxCounterWords) + " int32 words, got " +
+                                       std::to_string(words));
+        }
+        prog.params = params.json();
+      }
       prog.origin = {src.file, p.path()};
       programs_.push_back(std::move(prog));
     }

@@ -17,6 +17,9 @@
 
 namespace cake {
 
+// The most int32 counters one program may ask its launches for (a registry bound, not a need).
+constexpr int64_t kMaxCounterWords = 1024;
+
 struct Origin {
   std::string file;  // registry file or "<embedded>/registry/x.json"
   std::string path;  // JSON pointer of the item
@@ -29,7 +32,9 @@ struct Program {
   std::string templ;                 // a header in templates/
   std::vector<std::string> kernels;  // C++ name expressions, one per kernel
   std::vector<Arch> archs;
-  nlohmann::json params;  // the parameter set it was rendered from (informational)
+  // The parameter set it was rendered from: launch geometry the ops read, and "counters"
+  // (int32 words the Launch owns for the kernels, zero at every launch; checked at load).
+  nlohmann::json params;
   Origin origin;
 };
 

@@ -223,6 +223,20 @@ TEST(Registry, BadAlignment) {
   expect_rejected(d, "/window/align/out", "power of two");
 }
 
+TEST(Registry, BadParams) {
+  auto d = fixture_registry();
+  d["programs"][0]["params"] = json::array();
+  expect_rejected(d, "/programs/0/params", "expected an object");
+  d["programs"][0]["params"] = {{"counters", -1}};
+  expect_rejected(d, "/programs/0/params/counters", "must be 0..1024 int32 words, got -1");
+  d["programs"][0]["params"] = {{"counters", 1 << 20}};
+  expect_rejected(d, "/programs/0/params/counters", "got 1048576");
+  d["programs"][0]["params"] = {{"counters", "two"}};
+  expect_rejected(d, "/programs/0/params/counters", "expected an integer, got string");
+  d["programs"][0]["params"] = {{"counters", 2}, {"threads", 256}};
+  EXPECT_EQ(load(d)->program("p1")->params.at("counters"), 2);
+}
+
 TEST(Registry, UserRegistryGoesOnTop) {
   auto d = fixture_registry();
   json user = {{"routes", {{{"op", "fx.op"}, {"candidates", {{{"name", "mine"}, {"stages", {{{"program", "p2"}}}}}}}}}}};
