@@ -17,15 +17,18 @@
 // the counters zero again: the last CTA to finish resets them, so launches of one `sched`
 // must be stream-ordered. Without `sched` the CTAs walk the tiles round-robin. Either way a
 // tile is computed whole by one CTA in one fixed order, so the results are the same bits.
-// The producer hands each tile index to the consumers through a two-slot ring in shared
-// memory (full/empty mbarriers).
+// The producer walks the schedule and hands each decoded tile to the consumers through a
+// two-slot ring in shared memory (full/empty mbarriers).
 //
 // Epilogue: each consumer writes its 64 rows in slices of 128-byte rows into shared memory
 // (swizzled like TMA's 128-byte mode) and one thread stores the slice with TMA, or with
 // accumulate reduce-adds it into global memory (cp.reduce.async.bulk .add: one FP32 add per
 // element, so out + dW is rounded once); the store drains while the next tile's main loop
 // runs. A row block that ends inside its group (fwd, dgrad) is stored from registers with
-// masks instead, since a TMA box would write the next group's rows.
+// masks instead, since a TMA box would write the next group's rows. Tiles of up to 192
+// columns keep two accumulator sets and write tile i's slices during tile i + 1's first k
+// blocks, while its wgmma run (at 128 x 256 the tensor cores wait for the epilogue; at
+// 128 x 192 the smaller tile costs what the overlap gains, docs/perf.md).
 //
 // Operand layouts (128-byte swizzle everywhere, one 64-element K block per stage):
 //   K-major operand (X, G as A; W as B in fwd): rows of 64 K elements = 128 B, as TMA writes
@@ -58,7 +61,7 @@ struct alignas(64) TmaDesc {
 constexpr int kOpFwd = 0, kOpDgrad = 1, kOpWgrad = 2;
 
 // Dynamic shared memory the host passes: the stage ring, four 8 KB epilogue slices (two per
-// consumer), 1024-byte alignment slack, barriers, the tile-index ring and the wgrad group order.
+// consumer), 1024-byte alignment slack, barriers, the tile ring and the wgrad group order.
 template <int kBM, int kBN, int kStages>
 __host__ __device__ constexpr int sm90_smem_bytes() {
   return kStages * (kBM + kBN) * 128 + 4 * 8192 + 2048;
@@ -202,6 +205,16 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long 
 }
 
 template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], unsigned long long desc_a,
+                                                 unsigned long long desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, %99, %100;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransA), "n"(kTransB));
+}
+
+template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long desc_a,
                                                  unsigned long long desc_b) {
   asm volatile(
@@ -215,6 +228,8 @@ template <int kBN, int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma(float (&d)[kBN / 2], unsigned long long da, unsigned long long db) {
   if constexpr (kBN == 256)
     wgmma_m64n256k16<kTransA, kTransB>(d, da, db);
+  else if constexpr (kBN == 192)
+    wgmma_m64n192k16<kTransA, kTransB>(d, da, db);
   else
     wgmma_m64n128k16<kTransA, kTransB>(d, da, db);
 }
@@ -356,7 +371,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
                       int* __restrict__ sched, int num_groups, int m, int n, int k) {
   using namespace sm90;
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
-  static_assert(kBN == 128 || kBN == 256, "wgmma n");
+  static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
+  // Tiles up to 192 columns leave room for two accumulator sets (2 x 96 of the 232 registers
+  // a consumer thread gets), so a tile's epilogue overlaps the next tile's main loop.
+  constexpr bool kOverlapEpilogue = kBN <= 192;
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
   constexpr int kTransA = kOp == kOpWgrad ? 1 : 0;  // A is MN-major
   constexpr int kTransB = kOp == kOpFwd ? 0 : 1;    // B is MN-major
@@ -374,6 +392,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   const unsigned empty_bar = full_bar + kStages * 8;
   const unsigned tile_full = empty_bar + kStages * 8;     // tile-index ring: 2 slots
   const unsigned tile_empty = tile_full + 16;
+  // Slot entries: a valid flag, then the Tile (the producer walks the schedule; the consumers
+  // only read what it decoded, which keeps the scheduler's state out of their registers).
+  constexpr int kSlotInts = 8;
   volatile int* const tile_slot = reinterpret_cast<volatile int*>(smem_raw + (tile_empty + 16 - raw));
   const int wg = threadIdx.x / 128;
   const bool dynamic = kCluster == 1 && sched != nullptr;
@@ -402,11 +423,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   const int unit0 = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
   Scheduler<kOp, kBM, kBN, kRasterBand, kCluster> tiles(offs, num_groups, m, c_rows, c_cols, rank);
   // The group order table lives in the slack after the barriers and the tile ring:
-  // sm90_smem_bytes keeps 2048 bytes for alignment and those, so at least 860 remain (up to 8
+  // sm90_smem_bytes keeps 2048 bytes for alignment and those, so at least 800 remain (up to 8
   // stages) whatever the alignment of dynamic shared memory: room for kMaxSorted 2-byte entries.
   constexpr int kMaxSorted = 256;
   if (kOp == kOpWgrad && num_groups <= kMaxSorted)
-    tiles.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (tile_empty + 24 - raw)));
+    tiles.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (tile_empty + 16 + 2 * kSlotInts * 4 - raw)));
   Tile tile;
   int stage = 0;
   unsigned phase = 0;
@@ -426,9 +447,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       unsigned slot_phase = 0;
       for (int t = unit0;;) {
         const bool more = tiles.get(t, tile);
-        // Hand t to the consumers (past the end: they stop too).
+        // Hand the tile to the consumers (past the end: they stop too).
         mbar_wait(tile_empty + 8 * slot, slot_phase ^ 1);
-        tile_slot[slot] = t;
+        volatile int* const e = tile_slot + slot * kSlotInts;
+        e[0] = more, e[1] = tile.group, e[2] = tile.m_blk, e[3] = tile.n_blk, e[4] = tile.row0, e[5] = tile.row_end;
         mbar_arrive(tile_full + 8 * slot);
         if (++slot == 2) slot = 0, slot_phase ^= 1;
         if (!more) break;
@@ -481,7 +503,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // consumer: rows [64c, 64c + 64) of the tile
     const int ctid = threadIdx.x - 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    float acc[kBN / 2];
     // A stage is free once every consumer warp of the cluster is done with it (its B share was
     // multicast into every CTA).
     auto release = [&](int st) {
@@ -494,21 +515,124 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     };
     int slot = 0;
     unsigned slot_phase = 0;
-    auto take = [&] {  // the producer's next tile index
+    auto take = [&](Tile& t) {  // the producer's next tile; false past the end
       mbar_wait(tile_full + 8 * slot, slot_phase);
-      const int t = tile_slot[slot];
+      const volatile int* const e = tile_slot + slot * kSlotInts;
+      const bool more = e[0] != 0;
+      t.group = e[1], t.m_blk = e[2], t.n_blk = e[3], t.row0 = e[4], t.row_end = e[5];
       // Each reader arrives itself: an arrive releases only its own thread's read, and the
       // producer overwrites the slot once the barrier completes.
       mbar_arrive(tile_empty + 8 * slot);
       if (++slot == 2) slot = 0, slot_phase ^= 1;
-      return t;
+      return more;
     };
-    for (int t = take(); tiles.get(t, tile); t = take()) {
+
+    // Epilogue: thread holds rows r and r + 8, column pairs 8j + 2(lane % 4). A tile's rows go
+    // out through shared memory in kSlices slices of 128-byte rows, stored (or reduce-added)
+    // by TMA, so each store drains while the main loop runs. A row block that ends inside its
+    // group (fwd, dgrad) is stored from registers with masks instead, since a TMA box would
+    // write the next group's rows.
+    constexpr int kSliceCols = 128 / sizeof(OutT);
+    constexpr int kSlices = kBN / kSliceCols;
+    // With the overlapped epilogue, slice s of the previous tile is written at k block s of
+    // the next one, between its wgmma issue and wait. ptxas serialises every wgmma if an
+    // accumulator is read on a branch there, so those slices are written whatever the
+    // previous tile needs (only the TMA store is conditional) and the k loop's first
+    // kSlices iterations are unrolled to make the slice index a constant. (Slice indices
+    // must be constants wherever they are used, after unrolling: the accumulators stay in
+    // registers only if every index into them is.)
+    constexpr int kPeeled = kOverlapEpilogue ? kSlices : 0;
+
+    // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
+    // nothing), or -1 the masked stores.
+    auto epilogue_kind = [&](const Tile& tile) {
+      if (kAccumulate && kOp == kOpWgrad && tile.row_end == tile.row0) return 0;
+      const int wg_row = tile.m_blk * kBM + c * 64;  // first row of this warpgroup's half
+      return kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end ? kSlices : -1;
+    };
+    int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
+    // Writes slice `s` into shared memory and, if `store`, has TMA store it.
+    auto store_slice = [&](const float(&acc)[kBN / 2], const Tile& tile, int s, bool store) {
+      const unsigned buf = epi_base + (c * 2 + (epi_seq & 1)) * 8192;
+      ++epi_seq;
+      if (ctid % 128 == 0) bulk_wait_read<1>();  // the store that used `buf` has read it
+      named_sync(2 + c);
+#pragma unroll
+      for (int jj = 0; jj < kSliceCols / 8; ++jj) {
+        const int j = s * (kSliceCols / 8) + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = warp * 16 + lane / 4 + 8 * h;
+          const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));  // within the 128-byte row
+          const unsigned addr = buf + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+          if constexpr (sizeof(OutT) == 4)
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(acc[4 * j + 2 * h]),
+                         "f"(acc[4 * j + 2 * h + 1])
+                         : "memory");
+          else
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr),
+                         "r"(pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]))
+                         : "memory");
+        }
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      named_sync(2 + c);
+      if (store && ctid % 128 == 0) {
+        const int wg_row = tile.m_blk * kBM + c * 64;
+        const int col = tile.n_blk * kBN + s * kSliceCols;
+        if constexpr (kOp == kOpWgrad)
+          tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, tile.group);
+        else
+          tma_store_2d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row);
+        bulk_commit();
+      }
+    };
+    auto store_masked = [&](const float(&acc)[kBN / 2], const Tile& tile) {
+      const int r_local = c * 64 + warp * 16 + lane / 4;
+      long long row_base[2];
+      bool row_ok[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = tile.m_blk * kBM + r_local + 8 * h;
+        if (kOp == kOpWgrad) {
+          row_ok[h] = r < c_rows;
+          row_base[h] = (static_cast<long long>(tile.group) * c_rows + r) * c_cols;
+        } else {
+          const long long gr = static_cast<long long>(tile.row0) + r;
+          row_ok[h] = gr < tile.row_end;
+          row_base[h] = gr * c_cols;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = tile.n_blk * kBN + j * 8 + (lane % 4) * 2;
+        if (col >= c_cols) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (row_ok[h]) store_pair<OutT, kAccumulate>(out + row_base[h] + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+    };
+    // The epilogue of `tile` from slice `from` on (the masked stores: all of them).
+    auto finish = [&](const float(&acc)[kBN / 2], const Tile& tile, int kind, int from) {
+      if (kind < 0) {
+        store_masked(acc, tile);
+      } else if (kind > 0) {
+#pragma unroll
+        for (int s = 0; s < kSlices; ++s)
+          if (s >= from) store_slice(acc, tile, s, true);
+      }
+    };
+
+    // The main loop of one tile into `acc`; k block s < kPeeled writes slice s of `old`
+    // (`old_tile`'s accumulators; TMA stores it if `old_store`). Returns how many k blocks
+    // wrote one.
+    auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const float(&old)[kBN / 2], const Tile& old_tile,
+                        bool old_store) {
       const int kbs = k_blocks(tile);
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
       int held = -1;  // the stage the previous k block read, released once its wgmma is done
-      for (int kb = 0; kb < kbs; ++kb) {
+      auto k_block = [&](int kb, int old_slice) {
         mbar_wait(full_bar + 8 * stage, phase);
         const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
         if constexpr (kOp == kOpWgrad) {
@@ -536,82 +660,48 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
           wgmma<kBN, kTransA, kTransB>(acc, da, db);
         }
         wgmma_commit();
+        if (old_slice >= 0) store_slice(old, old_tile, old_slice, old_store);  // a constant after unrolling
         wgmma_wait<1>();
         fence_acc(acc);
         if (held >= 0 && lane == 0) release(held);
         held = stage;
         advance();
-      }
+      };
+      int kb = 0;
+#pragma unroll
+      for (int s = 0; s < kPeeled; ++s)
+        if (kb < kbs) k_block(kb++, s);
+      for (; kb < kbs; ++kb) k_block(kb, -1);
       wgmma_wait<0>();
       fence_acc(acc);
       if (held >= 0 && lane == 0) release(held);
+      return kbs < kPeeled ? kbs : kPeeled;
+    };
 
-      // Epilogue: thread holds rows r and r + 8, column pairs 8j + 2(lane % 4).
-      if (kAccumulate && kOp == kOpWgrad && tile.row_end == tile.row0) continue;  // empty group: unchanged
-      const int wg_row = tile.m_blk * kBM + c * 64;  // first row of this warpgroup's half
-      const bool tma_rows = kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end;
-      if (tma_rows) {
-        // Through shared memory in slices of 128-byte rows, stored (or reduce-added) by TMA:
-        // the store drains while this warpgroup runs the next tile's main loop.
-        constexpr int kSliceCols = 128 / sizeof(OutT);
+    if constexpr (kOverlapEpilogue) {
+      // Two accumulator sets: tile i's slices are written during the first k blocks of tile
+      // i + 1 (whose wgmma run meanwhile), the rest once that main loop ends.
+      float acc0[kBN / 2], acc1[kBN / 2];
 #pragma unroll
-        for (int s = 0; s < kBN / kSliceCols; ++s) {
-          const unsigned buf = epi_base + (c * 2 + (s & 1)) * 8192;
-          if (ctid % 128 == 0) bulk_wait_read<1>();  // the store that used `buf` has read it
-          named_sync(2 + c);
-#pragma unroll
-          for (int jj = 0; jj < kSliceCols / 8; ++jj) {
-            const int j = s * (kSliceCols / 8) + jj;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = warp * 16 + lane / 4 + 8 * h;
-              const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));  // within the 128-byte row
-              const unsigned addr = buf + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
-              if constexpr (sizeof(OutT) == 4)
-                asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(acc[4 * j + 2 * h]),
-                             "f"(acc[4 * j + 2 * h + 1])
-                             : "memory");
-              else
-                asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr),
-                             "r"(pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]))
-                             : "memory");
-            }
-          }
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          named_sync(2 + c);
-          if (ctid % 128 == 0) {
-            const int col = tile.n_blk * kBN + s * kSliceCols;
-            if constexpr (kOp == kOpWgrad)
-              tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, tile.group);
-            else
-              tma_store_2d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row);
-            bulk_commit();
-          }
-        }
-        continue;
+      for (int i = 0; i < kBN / 2; ++i) acc1[i] = 0.0f;
+      Tile prev{};
+      int pending = 0;  // prev's epilogue_kind (0 before the first tile)
+      auto step = [&](float(&cur)[kBN / 2], const float(&old)[kBN / 2]) {
+        const bool more = take(tile);
+        int done = 0;
+        if (more)
+          done = mainloop(cur, tile, old, prev, pending > 0);
+        finish(old, prev, pending, done);
+        if (more) prev = tile, pending = epilogue_kind(tile);
+        return more;
+      };
+      while (step(acc0, acc1) && step(acc1, acc0)) {
       }
-      const int r_local = c * 64 + warp * 16 + lane / 4;
-      long long row_base[2];
-      bool row_ok[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = tile.m_blk * kBM + r_local + 8 * h;
-        if (kOp == kOpWgrad) {
-          row_ok[h] = r < c_rows;
-          row_base[h] = (static_cast<long long>(tile.group) * c_rows + r) * c_cols;
-        } else {
-          const long long gr = static_cast<long long>(tile.row0) + r;
-          row_ok[h] = gr < tile.row_end;
-          row_base[h] = gr * c_cols;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const int col = tile.n_blk * kBN + j * 8 + (lane % 4) * 2;
-        if (col >= c_cols) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          if (row_ok[h]) store_pair<OutT, kAccumulate>(out + row_base[h] + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    } else {
+      float acc[kBN / 2];
+      while (take(tile)) {
+        mainloop(acc, tile, acc, tile, false);
+        finish(acc, tile, epilogue_kind(tile), 0);
       }
     }
     if (ctid % 128 == 0) bulk_wait_read<0>();  // shared memory stays valid until TMA has read it

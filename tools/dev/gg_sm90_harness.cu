@@ -274,9 +274,13 @@ struct BenchCtx {
 
 static void run_cake(void* p) {
   auto& c = *static_cast<BenchCtx*>(p);
-  g_dynamic = c.op >= 12;  // 12..15: ops 0..3 with the dynamic tile schedule
-  const int op = c.op >= 12 ? c.op - 12 : c.op;
-  if (op == 0) run_op<0, bf16, false, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  g_dynamic = c.op >= 12;  // 12..15: ops 0..3 with the dynamic tile schedule; 16..19: 128 x 192 tiles
+  const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op;
+  if (op == 16) run_op<0, bf16, false, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 17) run_op<1, bf16, false, 192>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 18) run_op<2, bf16, false, 192>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 19) run_op<2, float, true, 192>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 0) run_op<0, bf16, false, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 1) run_op<1, bf16, false, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 2) run_op<2, bf16, false, 256>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 3) run_op<2, float, true, 256>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
@@ -430,11 +434,11 @@ static void bench(int sms) {
       CK(cudaMalloc(&c.out, out_bytes));
       CK(cudaMemset(c.out, 0, out_bytes));
       double flops = 2.0 * M * s.N * s.K;
-      for (int op = 0; op < 16; ++op) {
+      for (int op = 0; op < 20; ++op) {
         if (getenv("GG_OPS") && !strchr(getenv("GG_OPS"), 'a' + op)) continue;
         const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2",
                                "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8", "fwd_dyn", "dgrad_dyn",
-                               "wgrad_dyn", "acc_dyn"};
+                               "wgrad_dyn", "acc_dyn", "fwd_192", "dgrad_192", "wgrad_192", "acc_192"};
         const int bop = op < 4 ? op : op % 4;
         float tc, tb, spread[2];
         time_pair(reps, run_cake, run_cublas, &c, flush, flush_bytes, tc, tb, op, bop, spread);
@@ -478,6 +482,11 @@ int main(int argc, char** argv) {
   check_all<2, float, true, 256>(sms);
   check_all<0, bf16, false, 128>(sms);
   check_all<2, float, false, 128>(sms);
+  check_all<0, bf16, false, 192>(sms);
+  check_all<1, bf16, false, 192>(sms);
+  check_all<2, bf16, false, 192>(sms);
+  check_all<2, float, false, 192>(sms);
+  check_all<2, float, true, 192>(sms);
   check_all<0, bf16, false, 256, 2>(sms);
   check_all<1, bf16, false, 256, 2>(sms);
   check_all<2, bf16, false, 256, 2>(sms);
@@ -492,6 +501,10 @@ int main(int argc, char** argv) {
     check_all<1, bf16, false, 256>(grid);
     check_all<2, bf16, false, 256>(grid);
     check_all<2, float, true, 256>(grid);
+    check_all<0, bf16, false, 192>(grid);
+    check_all<1, bf16, false, 192>(grid);
+    check_all<2, bf16, false, 192>(grid);
+    check_all<2, float, true, 192>(grid);
   }
   g_dynamic = false;
   {
