@@ -25,10 +25,11 @@
 // accumulate reduce-adds it into global memory (cp.reduce.async.bulk .add: one FP32 add per
 // element, so out + dW is rounded once); the store drains while the next tile's main loop
 // runs. A row block that ends inside its group (fwd, dgrad) is stored from registers with
-// masks instead, since a TMA box would write the next group's rows. Tiles of up to 192
-// columns keep two accumulator sets and write tile i's slices during tile i + 1's first k
-// blocks, while its wgmma run (at 128 x 256 the tensor cores wait for the epilogue; at
-// 128 x 192 the smaller tile costs what the overlap gains, docs/perf.md).
+// masks instead, since a TMA box would write the next group's rows. A finished tile moves
+// into held registers (BF16: packed pairs, half the accumulators' registers; FP32: a copy,
+// up to 192 columns), and its slices are written during the next tile's first k blocks,
+// while their wgmma run. FP32 out at 128 x 256 has no room for that: the tensor cores wait
+// for its epilogue.
 //
 // Operand layouts (128-byte swizzle everywhere, one 64-element K block per stage):
 //   K-major operand (X, G as A; W as B in fwd): rows of 64 K elements = 128 B, as TMA writes
@@ -234,6 +235,17 @@ __device__ __forceinline__ void wgmma(float (&d)[kBN / 2], unsigned long long da
     wgmma_m64n128k16<kTransA, kTransB>(d, da, db);
 }
 
+// The registers a finished tile is held in until its epilogue has stored it: BF16 pairs
+// packed into one word each (the bits that are stored), FP32 values as they are.
+template <typename OutT, int kBN>
+struct HeldTile {
+  using type = unsigned[kBN / 4];
+};
+template <int kBN>
+struct HeldTile<float, kBN> {
+  using type = float[kBN / 2];
+};
+
 __device__ __forceinline__ int clamp_row(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // Where a tile is: its group, its block coordinates in the group's C matrix, and the group's
@@ -337,29 +349,19 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
   return r;
 }
 
-// out[0..1] (+)= (v0, v1): one FP32 add per element, then one rounding to OutT.
-template <typename OutT, bool kAccumulate>
-__device__ __forceinline__ void store_pair(OutT* p, float v0, float v1) {
-  if constexpr (sizeof(OutT) == 4) {
-    float2* q = reinterpret_cast<float2*>(p);
-    if constexpr (kAccumulate) {
-      const float2 o = *q;
-      v0 = o.x + v0;
-      v1 = o.y + v1;
-    }
-    float2 v;
-    v.x = v0;
-    v.y = v1;
-    *q = v;
-  } else {
-    unsigned* q = reinterpret_cast<unsigned*>(p);
-    if constexpr (kAccumulate) {
-      const unsigned o = *q;
-      v0 = __uint_as_float(o << 16) + v0;
-      v1 = __uint_as_float(o & 0xFFFF0000u) + v1;
-    }
-    *q = pack_bf16x2(v0, v1);
+// out[0..1] (+)= (v0, v1) in FP32: one add per element.
+template <bool kAccumulate>
+__device__ __forceinline__ void store_pair(float* p, float v0, float v1) {
+  float2* q = reinterpret_cast<float2*>(p);
+  if constexpr (kAccumulate) {
+    const float2 o = *q;
+    v0 = o.x + v0;
+    v1 = o.y + v1;
   }
+  float2 v;
+  v.x = v0;
+  v.y = v1;
+  *q = v;
 }
 
 }  // namespace sm90
@@ -372,9 +374,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   using namespace sm90;
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
   static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
-  // Tiles up to 192 columns leave room for two accumulator sets (2 x 96 of the 232 registers
-  // a consumer thread gets), so a tile's epilogue overlaps the next tile's main loop.
-  constexpr bool kOverlapEpilogue = kBN <= 192;
+  static_assert(!kAccumulate || sizeof(OutT) == 4, "accumulate is fused for FP32 out only");
+  // A finished tile is held for its epilogue in kHeld registers: BF16 pairs packed into one
+  // word (as they are stored), FP32 values as they are. Where the accumulators and the held
+  // tile fit in 192 of the 232 registers a consumer thread gets (BF16 out, or FP32 out up to
+  // 192 columns), a tile's epilogue overlaps the next tile's main loop.
+  using Held = typename HeldTile<OutT, kBN>::type;
+  constexpr int kHeld = int(sizeof(Held) / 4);
+  constexpr bool kOverlapEpilogue = kBN / 2 + kHeld <= 192;
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
   constexpr int kTransA = kOp == kOpWgrad ? 1 : 0;  // A is MN-major
   constexpr int kTransB = kOp == kOpFwd ? 0 : 1;    // B is MN-major
@@ -527,7 +534,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       return more;
     };
 
-    // Epilogue: thread holds rows r and r + 8, column pairs 8j + 2(lane % 4). A tile's rows go
+    // Epilogue: thread holds rows r and r + 8, column pairs 8j + 2(lane % 4): accumulators 4j + 2h
+    // and 4j + 2h + 1 for row r + 8h, held as word 2j + h (BF16) or as those two values (FP32).
+    // A tile's rows go
     // out through shared memory in kSlices slices of 128-byte rows, stored (or reduce-added)
     // by TMA, so each store drains while the main loop runs. A row block that ends inside its
     // group (fwd, dgrad) is stored from registers with masks instead, since a TMA box would
@@ -539,8 +548,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // accumulator is read on a branch there, so those slices are written whatever the
     // previous tile needs (only the TMA store is conditional) and the k loop's first
     // kSlices iterations are unrolled to make the slice index a constant. (Slice indices
-    // must be constants wherever they are used, after unrolling: the accumulators stay in
-    // registers only if every index into them is.)
+    // must be constants wherever they are used, after unrolling: the held tile stays in
+    // registers only if every index into it is.)
     constexpr int kPeeled = kOverlapEpilogue ? kSlices : 0;
 
     // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
@@ -552,7 +561,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     };
     int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
     // Writes slice `s` into shared memory and, if `store`, has TMA store it.
-    auto store_slice = [&](const float(&acc)[kBN / 2], const Tile& tile, int s, bool store) {
+    auto store_slice = [&](const Held& held, const Tile& tile, int s, bool store) {
       const unsigned buf = epi_base + (c * 2 + (epi_seq & 1)) * 8192;
       ++epi_seq;
       if (ctid % 128 == 0) bulk_wait_read<1>();  // the store that used `buf` has read it
@@ -566,13 +575,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
           const int byte = (jj * 8 + (lane % 4) * 2) * int(sizeof(OutT));  // within the 128-byte row
           const unsigned addr = buf + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
           if constexpr (sizeof(OutT) == 4)
-            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(acc[4 * j + 2 * h]),
-                         "f"(acc[4 * j + 2 * h + 1])
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(held[4 * j + 2 * h]),
+                         "f"(held[4 * j + 2 * h + 1])
                          : "memory");
           else
-            asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr),
-                         "r"(pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]))
-                         : "memory");
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(held[2 * j + h]) : "memory");
         }
       }
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -587,7 +594,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         bulk_commit();
       }
     };
-    auto store_masked = [&](const float(&acc)[kBN / 2], const Tile& tile) {
+    auto store_masked = [&](const Held& held, const Tile& tile) {
       const int r_local = c * 64 + warp * 16 + lane / 4;
       long long row_base[2];
       bool row_ok[2];
@@ -608,25 +615,40 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         const int col = tile.n_blk * kBN + j * 8 + (lane % 4) * 2;
         if (col >= c_cols) continue;
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          if (row_ok[h]) store_pair<OutT, kAccumulate>(out + row_base[h] + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        for (int h = 0; h < 2; ++h) {
+          if (!row_ok[h]) continue;
+          if constexpr (sizeof(OutT) == 4)
+            store_pair<kAccumulate>(out + row_base[h] + col, held[4 * j + 2 * h], held[4 * j + 2 * h + 1]);
+          else
+            *reinterpret_cast<unsigned*>(out + row_base[h] + col) = held[2 * j + h];
+        }
       }
     };
     // The epilogue of `tile` from slice `from` on (the masked stores: all of them).
-    auto finish = [&](const float(&acc)[kBN / 2], const Tile& tile, int kind, int from) {
+    auto finish = [&](const Held& held, const Tile& tile, int kind, int from) {
       if (kind < 0) {
-        store_masked(acc, tile);
+        store_masked(held, tile);
       } else if (kind > 0) {
 #pragma unroll
         for (int s = 0; s < kSlices; ++s)
-          if (s >= from) store_slice(acc, tile, s, true);
+          if (s >= from) store_slice(held, tile, s, true);
+      }
+    };
+    // Moves a finished tile's accumulators into the held registers (BF16: rounded once, here).
+    auto hold = [&](const float(&acc)[kBN / 2], Held& held) {
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i) {
+        if constexpr (sizeof(OutT) == 4)
+          held[i] = acc[i];
+        else
+          held[i] = pack_bf16x2(acc[2 * i], acc[2 * i + 1]);
       }
     };
 
     // The main loop of one tile into `acc`; k block s < kPeeled writes slice s of `old`
     // (`old_tile`'s accumulators; TMA stores it if `old_store`). Returns how many k blocks
     // wrote one.
-    auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const float(&old)[kBN / 2], const Tile& old_tile,
+    auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const Held& old, const Tile& old_tile,
                         bool old_store) {
       const int kbs = k_blocks(tile);
 #pragma unroll
@@ -678,27 +700,24 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       return kbs < kPeeled ? kbs : kPeeled;
     };
 
+    float acc[kBN / 2];
     if constexpr (kOverlapEpilogue) {
-      // Two accumulator sets: tile i's slices are written during the first k blocks of tile
-      // i + 1 (whose wgmma run meanwhile), the rest once that main loop ends.
-      float acc0[kBN / 2], acc1[kBN / 2];
+      // Tile i is held while tile i + 1's first k blocks write its slices (their wgmma run
+      // meanwhile); the rest are written once that main loop ends.
+      Held held;
 #pragma unroll
-      for (int i = 0; i < kBN / 2; ++i) acc1[i] = 0.0f;
+      for (int i = 0; i < kHeld; ++i) held[i] = 0;
       Tile prev{};
       int pending = 0;  // prev's epilogue_kind (0 before the first tile)
-      auto step = [&](float(&cur)[kBN / 2], const float(&old)[kBN / 2]) {
+      for (;;) {
         const bool more = take(tile);
-        int done = 0;
-        if (more)
-          done = mainloop(cur, tile, old, prev, pending > 0);
-        finish(old, prev, pending, done);
-        if (more) prev = tile, pending = epilogue_kind(tile);
-        return more;
-      };
-      while (step(acc0, acc1) && step(acc1, acc0)) {
+        const int done = more ? mainloop(acc, tile, held, prev, pending > 0) : 0;
+        finish(held, prev, pending, done);
+        if (!more) break;
+        hold(acc, held);
+        prev = tile, pending = epilogue_kind(tile);
       }
-    } else {
-      float acc[kBN / 2];
+    } else {  // FP32 out at 256 columns: the tensor cores wait for each epilogue
       while (take(tile)) {
         mainloop(acc, tile, acc, tile, false);
         finish(acc, tile, epilogue_kind(tile), 0);
