@@ -78,8 +78,11 @@ ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t) {
               {"cluster", t.cluster},   {"threads", t.threads()}, {"smem", t.smem()},
               {"kernels", kernel_list(op)}};
   // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
-  // walk round-robin and need none.
-  if (t.cluster == 1) p.params["counters"] = 2;
+  // walk round-robin and need none. wgrad splits its last wave's tiles along K (deterministic
+  // stream-K, harness on the H200: one-empty E = 4 rows 1.006x -> 1.027x, docs/perf.md): the
+  // flags after the counters (cake::gg::kMaxSplitSlots) and an FP32 tile of workspace per SM.
+  if (t.cluster == 1) p.params["counters"] = op.index == 2 ? 2 + 1022 : 2;
+  if (t.cluster == 1 && op.index == 2) p.params["workspace_per_sm"] = t.bm * t.bn * 4;
   return p;
 }
 

@@ -14,9 +14,9 @@ std::vector<void*> ArgPack::pointers() {
 }
 
 Launch::Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages,
-               DeviceBuffer scratch, DeviceBuffer counters)
+               DeviceBuffer scratch, DeviceBuffer counters, DeviceBuffer workspace)
     : ctx_(ctx), plan_(plan), stages_(std::move(stages)), scratch_(std::move(scratch)),
-      counters_(std::move(counters)) {
+      counters_(std::move(counters)), workspace_(std::move(workspace)) {
   for (auto& s : stages_) s.arg_pointers = s.args.pointers();
 }
 
@@ -94,6 +94,7 @@ std::string Launch::describe() const {
   o << "route " << p.route << " (accumulate " << accumulate_name(p.accumulate) << ", "
     << (p.deterministic ? "deterministic" : "non-deterministic") << ", scratch " << scratch_.bytes()
     << " bytes" << (counters_.bytes() ? ", " + std::to_string(counters_.bytes()) + " bytes of counters" : std::string())
+    << (workspace_.bytes() ? ", " + std::to_string(workspace_.bytes()) + " bytes of workspace" : std::string())
     << "): " << p.why << "\n";
   for (const auto& r : p.passed_over) o << "  passed over " << r.candidate << ": " << r.reason << " - " << r.detail << "\n";
   for (size_t i = 0; i < p.stages.size(); ++i)

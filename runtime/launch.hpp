@@ -1,8 +1,9 @@
 // A prepared launch: the kernels of a plan, their packed arguments and launch geometry, and
 // the scratch the plan needs, owned. launch(stream) does no allocation, compilation or host
 // synchronisation, so it can be captured into a CUDA graph and replayed. A launch's kernels
-// may keep state between launches in its scratch and counters (a tile counter that the kernel
-// leaves zero when it finishes): run one Launch's launches in stream order, never two at once.
+// may keep state between launches in its scratch, counters (a tile counter that the kernel
+// leaves zero when it finishes) and workspace: run one Launch's launches in stream order,
+// never two at once.
 #pragma once
 #include <cuda.h>
 
@@ -70,9 +71,10 @@ class Launch {
   // `plan` belongs to the Runtime's plan cache; a Launch must not outlive its Runtime (its
   // kernels live in the Runtime's modules too).
   // `counters`: int32 words some kernels need zero at launch and leave zero when done
-  // (zeroed once when allocated).
+  // (zeroed once when allocated). `workspace`: memory some kernels pass partial results
+  // through within one launch (never read before it is written there; not zeroed).
   Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages,
-         DeviceBuffer scratch, DeviceBuffer counters = DeviceBuffer());
+         DeviceBuffer scratch, DeviceBuffer counters = DeviceBuffer(), DeviceBuffer workspace = DeviceBuffer());
   // No kernel: `bytes` (a multiple of 4) at `ptr` set to zero on the stream, for a problem
   // whose whole output is defined to be zeros (a grouped wgrad with no rows, say).
   static Launch zero_fill(CUcontext ctx, CUdeviceptr ptr, size_t bytes, std::string why);
@@ -92,6 +94,7 @@ class Launch {
   size_t stage_count() const { return stages_.size(); }
   size_t scratch_bytes() const { return scratch_.bytes(); }
   size_t counter_bytes() const { return counters_.bytes(); }
+  size_t workspace_bytes() const { return workspace_.bytes(); }
   CUcontext context() const { return ctx_; }
 
  private:
@@ -100,6 +103,7 @@ class Launch {
   std::vector<LaunchStage> stages_;
   DeviceBuffer scratch_;
   DeviceBuffer counters_;
+  DeviceBuffer workspace_;
 };
 
 }  // namespace cake

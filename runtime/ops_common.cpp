@@ -32,6 +32,11 @@ int64_t counter_words(const PlannedStage& s) {
   const auto it = s.program->params.find("counters");
   return it == s.program->params.end() ? 0 : it->get<int64_t>();
 }
+// Workspace bytes a stage's kernels use per SM of the device: "workspace_per_sm".
+int64_t workspace_per_sm(const PlannedStage& s) {
+  const auto it = s.program->params.find("workspace_per_sm");
+  return it == s.program->params.end() ? 0 : it->get<int64_t>();
+}
 
 // Zeroed counters for a launch: on the one-call stream in its order, else on a stream of their
 // own that is waited for here, so no stream the launch may later run on can overtake the fill.
@@ -61,17 +66,27 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   DeviceBuffer scratch = one_call_stream ? DeviceBuffer(size_t(p.scratch_bytes), *one_call_stream)
                                          : DeviceBuffer(size_t(p.scratch_bytes));
   if (p.scratch_bytes > 0) args["scratch"] = scratch.get();
-  int64_t words = 0;
-  for (const auto& s : p.stages) words += counter_words(s);
+  int64_t words = 0, ws_bytes = 0;
+  const int64_t sms = dc.info->sm_count;
+  for (const auto& s : p.stages) words += counter_words(s), ws_bytes += workspace_per_sm(s) * sms;
   DeviceBuffer counters = words > 0 ? zeroed_counters(words, one_call_stream) : DeviceBuffer();
+  DeviceBuffer workspace;
+  if (ws_bytes > 0)
+    workspace = one_call_stream ? DeviceBuffer(size_t(ws_bytes), *one_call_stream) : DeviceBuffer(size_t(ws_bytes));
   std::vector<LaunchStage> stages;
-  int64_t counter_offset = 0;
+  int64_t counter_offset = 0, ws_offset = 0;
   for (const auto& s : p.stages) {
     if (const int64_t w = counter_words(s); w > 0) {  // this stage's own counters
       args["counters"] = counters.get() + CUdeviceptr(counter_offset * 4);
       counter_offset += w;
     } else {
       args.erase("counters");
+    }
+    if (const int64_t b = workspace_per_sm(s) * sms; b > 0) {  // and workspace
+      args["workspace"] = workspace.get() + CUdeviceptr(ws_offset);
+      ws_offset += b;
+    } else {
+      args.erase("workspace");
     }
     LaunchStage ls;
     ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx);
@@ -81,7 +96,7 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
     if (ls.function && ls.smem > 0) rt.loader().ensure_dynamic_smem(ls.function, int(ls.smem));
     stages.push_back(std::move(ls));
   }
-  return Launch(dc.ctx, plan, std::move(stages), std::move(scratch), std::move(counters));
+  return Launch(dc.ctx, plan, std::move(stages), std::move(scratch), std::move(counters), std::move(workspace));
 }
 
 Launch prepare_planned(Runtime& rt, const DeviceContext& dc, const Problem& problem, ArgMap args,

@@ -15,7 +15,8 @@ namespace cake::ops {
 
 // Call arguments by name ("out", "a", ...), plus "scratch" once it is allocated, and for a
 // stage whose program has "counters" in its params, "counters": that many int32 words, zero at
-// every launch (the kernel must leave them zero when it finishes).
+// every launch (the kernel must leave them zero when it finishes); for one with
+// "workspace_per_sm", "workspace": that many bytes per SM of the device, not zeroed.
 using ArgMap = std::map<std::string, uintptr_t>;
 
 // Packs one stage's kernel arguments and sets its geometry; it sees the whole plan, since a

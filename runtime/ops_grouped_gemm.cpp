@@ -192,7 +192,9 @@ uintptr_t bound(const PlannedStage& s, const ArgMap& args, const std::string& pa
 
 int param_int(const PlannedStage& s, const char* name) { return s.program->params.at(name).get<int>(); }
 
-Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count) {
+// `sm_count`: the SMs the launch fills (max_sms); `device_sms`: the device's, which the wgrad
+// tail split is planned for, so that a capped grid computes the same bits.
+Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count, int device_sms) {
   const uint64_t M = uint64_t(c.m), N = uint64_t(c.n), K = uint64_t(c.k), E = uint64_t(c.e);
   const Binder add = elementwise_binder(c.e * c.n * c.k, sm_count);
   Runtime* rtp = &rt;
@@ -257,6 +259,20 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count)
     ls.args.add(int(M));
     ls.args.add(int(N));
     ls.args.add(int(K));
+    if (kind == "sm90") {  // the wgrad tail split: its workspace, planned for the device's SMs
+      const auto w = args.find("workspace");
+      if (w != args.end()) {
+        // The kernel's contract: an FP32 tile per SM, and its flags after the two counters.
+        const auto& pp = s.program->params;
+        const int64_t counters = pp.contains("counters") ? pp.at("counters").get<int64_t>() : 0;
+        if (counters < 1024 || pp.at("workspace_per_sm").get<int64_t>() < int64_t(param_int(s, "tile_m")) *
+                                                                            param_int(s, "tile_n") * 4)
+          throw Error("grouped_gemm: program " + s.program->name +
+                      ": workspace_per_sm needs \"counters\": 1024 and a tile_m x tile_n FP32 tile per SM");
+      }
+      ls.args.add(reinterpret_cast<void*>(w == args.end() ? uintptr_t(0) : w->second));
+      ls.args.add(int(device_sms));
+    }
     ls.block[0] = unsigned(threads);
     ls.smem = unsigned(smem);
   };
@@ -275,7 +291,7 @@ Launch prepare(Runtime& rt, GgOp op, const char* op_name, const Checked& c, bool
   ArgMap args;
   for (const auto& t : c.tensors) args[t.name] = t.data;
   return prepare_planned(rt, dc, make_problem(op_name, c, accumulate, opt), args,
-                         grouped_gemm_binder(rt, op, c, grid_sms(dc, opt)));
+                         grouped_gemm_binder(rt, op, c, grid_sms(dc, opt), dc.info->sm_count));
 }
 
 }  // namespace

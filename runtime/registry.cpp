@@ -193,13 +193,19 @@ void Registry::parse(const RegistrySource& src) {
       if (p.has("params")) {
         auto params = p.at("params");
         params.expect_object();
-        // The one param the runtime acts on generically: int32 words the launch owns for the
-        // program's kernels (allocated and zeroed at prepare).
+        // The params the runtime acts on generically: int32 words the launch owns for the
+        // program's kernels (allocated and zeroed at prepare), and workspace bytes per SM.
         if (params.has("counters")) {
           const int64_t words = params.at("counters").int64();
           if (words < 0 || words > kMaxCounterWords)
             params.at("counters").fail("must be 0.." + std::to_string(kMaxCounterWords) + " int32 words, got " +
                                        std::to_string(words));
+        }
+        if (params.has("workspace_per_sm")) {
+          const int64_t bytes = params.at("workspace_per_sm").int64();
+          if (bytes < 0 || bytes > kMaxWorkspacePerSm)
+            params.at("workspace_per_sm").fail("must be 0.." + std::to_string(kMaxWorkspacePerSm) + " bytes, got " +
+                                               std::to_string(bytes));
         }
         prog.params = params.json();
       }

@@ -19,6 +19,8 @@ namespace cake {
 
 // The most int32 counters one program may ask its launches for (a registry bound, not a need).
 constexpr int64_t kMaxCounterWords = 1024;
+// The most workspace bytes per SM one program may ask its launches for (a registry bound).
+constexpr int64_t kMaxWorkspacePerSm = int64_t(1) << 20;
 
 struct Origin {
   std::string file;  // registry file or "<embedded>/registry/x.json"

@@ -10,13 +10,17 @@
 // With kCluster = 2 the two CTAs of a cluster take neighbouring row blocks and each loads half
 // of the shared B tile, multicast into both.
 //
+// wgrad with `split_ws` (and `sched`) splits the last wave's tiles along K when the groups
+// are of one size (Scheduler::plan_split: deterministic stream-K, a fixed summation order).
+//
 // Tile order: each CTA's first tile is its own index; after that, with `sched` (two ints in
 // global memory, zero at launch; clusters of 1) the producer takes the next tile index from
 // an atomic counter, so SMs that run faster (or start earlier) take more tiles and uneven
 // wgrad tiles (their length is the group's rows) even out as they come. The kernel leaves
 // the counters zero again: the last CTA to finish resets them, so launches of one `sched`
 // must be stream-ordered. Without `sched` the CTAs walk the tiles round-robin. Either way a
-// tile is computed whole by one CTA in one fixed order, so the results are the same bits.
+// tile is computed by one CTA in one fixed order (a split one: its parts summed in one fixed
+// order), so the results are the same bits whichever CTA takes it.
 // The producer walks the schedule and hands each decoded tile to the consumers through a
 // two-slot ring in shared memory (full/empty mbarriers).
 //
@@ -43,8 +47,9 @@
 // rows of the last K block in shared memory before the wgmma reads it.
 //
 // Host contract (runtime/ops_grouped_gemm.cpp): block 384, dynamic smem sm90_smem_bytes,
-// grid a multiple of kCluster (one CTA per SM), `sched` two int32 zeros or null, bf16 maps
-// with 128-byte swizzle:
+// grid a multiple of kCluster (one CTA per SM), `sched` two int32 zeros or null (wgrad with
+// the split: 2 + kMaxSplitSlots zeros), `split_ws` null or split_ctas x kBM x kBN floats,
+// `split_ctas` the device's SM count, bf16 maps with 128-byte swizzle:
 //   fwd:   A = x {K, M} box {64, 128};  B = w {K, N, E} box {64, kBN / kCluster, 1};  out y {N, M}
 //   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
 //   wgrad: A = g {N, M} box {64, 64};   B = x {K, M} box {64, 64};                    out dw {K, N, E}
@@ -250,9 +255,16 @@ __device__ __forceinline__ int clamp_row(int v, int lo, int hi) { return v < lo 
 
 // Where a tile is: its group, its block coordinates in the group's C matrix, and the group's
 // rows [row0, row_end) of the row-grouped operand (C's rows in fwd/dgrad, the reduction in wgrad).
+// A wgrad tile of the split tail is run as `parts` units: unit `part` takes k blocks
+// [kb0, kb1) and passes its sum on through workspace slot `slot`.
 struct Tile {
   int group, m_blk, n_blk, row0, row_end;
+  int kb0, kb1, part, parts, slot;
 };
+
+// The split tail's parts per tile, at most, and the workspace slots it may use (the flags
+// after the two schedule counters fill the 1024 int32 counters a launch may own).
+constexpr int kMaxSplitParts = 4, kMaxSplitSlots = 1022;
 
 // Walks unit indices (increasing per cluster) to tiles. A unit is kCluster row blocks side by
 // side with one column block: the CTAs of a cluster take one row block each and share the B
@@ -265,6 +277,7 @@ struct Scheduler {
   int groups, m, rank, units_m_fixed, tiles_n;
   int g = -1, g_base = 0, g_units = 0, g_units_m = 0, g_row0 = 0, g_end = 0;
   int total = 0;
+  int split_first = 0, split_tiles = 0, parts = 1;  // the wgrad tail split (plan_split)
 
   __device__ void bounds(int e, int& start, int& end) const {
     start = e == 0 ? 0 : clamp_row(__ldg(offs + e - 1), 0, m);
@@ -289,6 +302,16 @@ struct Scheduler {
 
   __device__ bool get(int t, Tile& tile) {
     if (t >= total) return false;
+    tile.part = 0, tile.parts = 1, tile.slot = 0;
+    if (parts > 1 && t >= split_first) {  // units of the split tail, then the tiles after it
+      const int u = t - split_first;
+      if (u < split_tiles * parts) {
+        tile.slot = u / parts, tile.part = u - tile.slot * parts, tile.parts = parts;
+        t = split_first + tile.slot;
+      } else {
+        t -= split_tiles * (parts - 1);
+      }
+    }
     int local, mu;
     if (kOp == kOpWgrad) {
       const int per_group = units_m_fixed * tiles_n;
@@ -341,6 +364,39 @@ struct Scheduler {
     __syncthreads();
     order = table;
   }
+
+  // Deterministic stream-K for wgrad's last wave: with every group's tiles as long as its rows,
+  // the last (work mod ctas) tiles of the non-empty groups (the smallest: they are walked
+  // last) leave most SMs idle for a tile's time. They run as `parts` units each instead, over
+  // equal shares of their k blocks; each part adds its predecessor's sum to its own, so a tile
+  // is ((p0 + p1) + p2) + ... in every run. `ctas` is the device's SM count (not the grid's),
+  // so a capped grid computes the same bits. After sort_groups (empty groups walked last).
+  __device__ void plan_split(int ctas) {
+    if (kOp != kOpWgrad || order == nullptr || ctas <= 0 || ctas > kMaxSplitSlots) return;
+    int work_groups = 0, min_rows = m, max_rows = 0;
+    for (int e = 0; e < groups; ++e) {
+      int s, t;
+      bounds(e, s, t);
+      if (t == s) continue;
+      ++work_groups;
+      min_rows = t - s < min_rows ? t - s : min_rows;
+      max_rows = t - s > max_rows ? t - s : max_rows;
+    }
+    // Only for groups of (nearly) one size: with uneven ones the short tiles walked last
+    // already even out the finish, and splitting them measured slightly slower (docs/perf.md).
+    const int work = work_groups * units_m_fixed * tiles_n, r = work % ctas;
+    if (r == 0 || max_rows - min_rows > min_rows / 8) return;
+    // The parts that minimise the tail, ceil(p r / ctas) / p tile times, keeping >= 4 k
+    // blocks a part (a part passes 128 KB on through L2).
+    int most = min_rows / 256;
+    most = most < kMaxSplitParts ? most : kMaxSplitParts;
+    int best = 1;
+    for (int p = 2; p <= most; ++p)
+      if ((p * r + ctas - 1) / ctas * best < (best * r + ctas - 1) / ctas * p) best = p;
+    if (best == 1) return;
+    parts = best, split_tiles = r, split_first = work - r;
+    total += r * (best - 1);
+  }
 };
 
 __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
@@ -370,7 +426,8 @@ template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStage
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     sm90_grouped_gemm(const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
                       const __grid_constant__ TmaDesc tma_out, OutT* __restrict__ out, const int* __restrict__ offs,
-                      int* __restrict__ sched, int num_groups, int m, int n, int k) {
+                      int* __restrict__ sched, int num_groups, int m, int n, int k, float* __restrict__ split_ws,
+                      int split_ctas) {
   using namespace sm90;
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
   static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
@@ -401,7 +458,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   const unsigned tile_empty = tile_full + 16;
   // Slot entries: a valid flag, then the Tile (the producer walks the schedule; the consumers
   // only read what it decoded, which keeps the scheduler's state out of their registers).
-  constexpr int kSlotInts = 8;
+  constexpr int kSlotInts = 12;
   volatile int* const tile_slot = reinterpret_cast<volatile int*>(smem_raw + (tile_empty + 16 - raw));
   const int wg = threadIdx.x / 128;
   const bool dynamic = kCluster == 1 && sched != nullptr;
@@ -430,12 +487,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   const int unit0 = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
   Scheduler<kOp, kBM, kBN, kRasterBand, kCluster> tiles(offs, num_groups, m, c_rows, c_cols, rank);
   // The group order table lives in the slack after the barriers and the tile ring:
-  // sm90_smem_bytes keeps 2048 bytes for alignment and those, so at least 800 remain (up to 8
+  // sm90_smem_bytes keeps 2048 bytes for alignment and those, so at least 780 remain (up to 8
   // stages) whatever the alignment of dynamic shared memory: room for kMaxSorted 2-byte entries.
   constexpr int kMaxSorted = 256;
   if (kOp == kOpWgrad && num_groups <= kMaxSorted)
     tiles.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (tile_empty + 16 + 2 * kSlotInts * 4 - raw)));
-  Tile tile;
+  // The split's flags follow the schedule's two counters; its sums go through split_ws.
+  if (kOp == kOpWgrad && dynamic && split_ws != nullptr) tiles.plan_split(split_ctas);
+  Tile tile{};
   int stage = 0;
   unsigned phase = 0;
   auto advance = [&] {
@@ -452,20 +511,28 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       constexpr unsigned short kMask = (1u << kCluster) - 1;
       int slot = 0;
       unsigned slot_phase = 0;
-      for (int t = unit0;;) {
+      // With a split, every index comes from the counter, the first too: then a part waits
+      // only for units that CTAs already running have taken, whether or not the whole grid
+      // is resident at once.
+      const bool all_counted = tiles.parts > 1;
+      for (int t = all_counted ? atomicAdd(sched, 1) : unit0;;) {
         const bool more = tiles.get(t, tile);
         // Hand the tile to the consumers (past the end: they stop too).
         mbar_wait(tile_empty + 8 * slot, slot_phase ^ 1);
         volatile int* const e = tile_slot + slot * kSlotInts;
+        if (more) {
+          const int kbs = k_blocks(tile);
+          tile.kb0 = kbs * tile.part / tile.parts, tile.kb1 = kbs * (tile.part + 1) / tile.parts;
+        }
         e[0] = more, e[1] = tile.group, e[2] = tile.m_blk, e[3] = tile.n_blk, e[4] = tile.row0, e[5] = tile.row_end;
+        e[6] = tile.kb0, e[7] = tile.kb1, e[8] = tile.part, e[9] = tile.parts, e[10] = tile.slot;
         mbar_arrive(tile_full + 8 * slot);
         if (++slot == 2) slot = 0, slot_phase ^= 1;
         if (!more) break;
         // The next index is asked for now; its latency hides behind this tile's loads.
-        const int next = dynamic ? unit_step + atomicAdd(sched, 1) : t + unit_step;
-        const int kbs = k_blocks(tile);
+        const int next = dynamic ? (all_counted ? 0 : unit_step) + atomicAdd(sched, 1) : t + unit_step;
         const int mrow = tile.m_blk * kBM, ncol = tile.n_blk * kBN;
-        for (int kb = 0; kb < kbs; ++kb) {
+        for (int kb = tile.kb0; kb < tile.kb1; ++kb) {
           mbar_wait(empty_bar + 8 * stage, phase ^ 1);
           const unsigned bar = full_bar + 8 * stage;
           const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
@@ -527,6 +594,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       const volatile int* const e = tile_slot + slot * kSlotInts;
       const bool more = e[0] != 0;
       t.group = e[1], t.m_blk = e[2], t.n_blk = e[3], t.row0 = e[4], t.row_end = e[5];
+      t.kb0 = e[6], t.kb1 = e[7], t.part = e[8], t.parts = e[9], t.slot = e[10];
       // Each reader arrives itself: an arrive releases only its own thread's read, and the
       // producer overwrites the slot once the barrier completes.
       mbar_arrive(tile_empty + 8 * slot);
@@ -650,7 +718,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // wrote one.
     auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const Held& old, const Tile& old_tile,
                         bool old_store) {
-      const int kbs = k_blocks(tile);
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
       int held = -1;  // the stage the previous k block read, released once its wgmma is done
@@ -689,15 +756,49 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         held = stage;
         advance();
       };
-      int kb = 0;
+      int kb = tile.kb0;
 #pragma unroll
       for (int s = 0; s < kPeeled; ++s)
-        if (kb < kbs) k_block(kb++, s);
-      for (; kb < kbs; ++kb) k_block(kb, -1);
+        if (kb < tile.kb1) k_block(kb++, s);
+      for (; kb < tile.kb1; ++kb) k_block(kb, -1);
       wgmma_wait<0>();
       fence_acc(acc);
       if (held >= 0 && lane == 0) release(held);
-      return kbs < kPeeled ? kbs : kPeeled;
+      return kb - tile.kb0 < kPeeled ? kb - tile.kb0 : kPeeled;
+    };
+
+    // A part of a split tile (Scheduler::plan_split): adds the previous parts' sum, in chain
+    // order, and passes the total on to the next part through its workspace slot (flag
+    // sched[2 + slot] = parts done so far). Returns whether this unit stores the tile. Part j
+    // waits only for part j - 1, a lower unit index that a running CTA has already taken from
+    // the counter, so the chain always moves.
+    auto pass_on = [&](float(&acc)[kBN / 2], const Tile& tile) {
+      if (kOp != kOpWgrad || tile.parts == 1) return true;
+      float* const ws = split_ws + static_cast<long long>(tile.slot) * (kBM * kBN);
+      int* const flag = sched + 2 + tile.slot;
+      if (tile.part > 0) {
+        if (ctid == 0) {
+          int seen;
+          do {
+            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+          } while (seen != tile.part);
+        }
+        asm volatile("bar.sync 1, 256;" ::: "memory");
+#pragma unroll
+        for (int i = 0; i < kBN / 2; ++i) acc[i] += __ldcg(ws + i * 256 + ctid);
+      }
+      if (tile.part + 1 == tile.parts) {
+        if (ctid == 0) *flag = 0;  // read by nobody else this launch; zero for the next one
+        return true;
+      }
+#pragma unroll
+      for (int i = 0; i < kBN / 2; ++i) __stcg(ws + i * 256 + ctid, acc[i]);
+      asm volatile("bar.sync 1, 256;" ::: "memory");
+      if (ctid == 0) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(flag), "r"(tile.part + 1) : "memory");
+      }
+      return false;
     };
 
     float acc[kBN / 2];
@@ -714,13 +815,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         const int done = more ? mainloop(acc, tile, held, prev, pending > 0) : 0;
         finish(held, prev, pending, done);
         if (!more) break;
+        const bool stores = pass_on(acc, tile);
         hold(acc, held);
-        prev = tile, pending = epilogue_kind(tile);
+        prev = tile, pending = stores ? epilogue_kind(tile) : 0;
       }
     } else {  // FP32 out at 256 columns: the tensor cores wait for each epilogue
       while (take(tile)) {
         mainloop(acc, tile, acc, tile, false);
-        finish(acc, tile, epilogue_kind(tile), 0);
+        if (pass_on(acc, tile)) finish(acc, tile, epilogue_kind(tile), 0);
       }
     }
     if (ctid % 128 == 0) bulk_wait_read<0>();  // shared memory stays valid until TMA has read it

@@ -442,10 +442,11 @@ TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
     Dev Y(DType::bf16, {M, N}), DW(DType::f32, {E, N, K});
     auto fwd = ops::prepare_grouped_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, O.dl, o);
     auto wg = ops::prepare_grouped_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, O.dl, false, o);
-    for (const Launch* l : {&fwd, &wg}) {
-      EXPECT_EQ(l->counter_bytes(), 8u) << l->describe();
-      EXPECT_NE(l->describe().find("8 bytes of counters"), std::string::npos) << l->describe();
-    }
+    // fwd: the two counters; wgrad: the split's flags after them (1024 words).
+    EXPECT_EQ(fwd.counter_bytes(), 8u) << fwd.describe();
+    EXPECT_NE(fwd.describe().find("8 bytes of counters"), std::string::npos) << fwd.describe();
+    EXPECT_EQ(wg.counter_bytes(), 4096u) << wg.describe();
+    EXPECT_NE(wg.describe().find("4096 bytes of counters"), std::string::npos) << wg.describe();
     Y.poison(), DW.poison();
     fwd.launch(nullptr), wg.launch(nullptr);
     const auto y1 = Y.download<uint16_t>();
@@ -464,6 +465,85 @@ TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
       ASSERT_EQ(DW.download<uint32_t>(), dw1) << "replay " << rep + 1;
     }
   }
+}
+
+// wgrad's last wave: groups of one size whose tiles do not fill a whole number of waves are
+// split along K. Each part adds its predecessor's FP32 sum, in a fixed order: against FP64,
+// the same bits run to run, with 3 SMs (the split is planned for the device's SM count, not
+// the grid's) and in graph replays, and the fused accumulate is fp32(out + dW) of that same
+// dW. The empty group (walked last) is zeros, or with accumulate untouched. Two shapes: 12
+// tiles (3 parts, fewer tiles than SMs) and SMs + 10 tiles (3 parts after a full wave).
+TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
+  if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
+  const int sms = Driver::instance().device(0).sm_count;
+  auto check = [&](int64_t N, int64_t K, uint64_t seed) {
+    SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
+    const int64_t E = 3, M = 2024 + 3;  // 3 rows past offs[E-1]
+    const std::vector<int32_t> offs = {1024, 1024, 2024};
+    Operands in(E, M, N, K, offs, seed);
+    const Dev &X = in.X, &G = in.G, &O = in.O;
+    const auto x = widen(X.download<uint16_t>()), g = widen(G.download<uint16_t>());
+    std::vector<double> ref(size_t(E * N * K), 0.0);
+    parallel_for(E * N, [&](int64_t lo, int64_t hi) {
+      for (int64_t ej = lo; ej < hi; ++ej) {
+        const int64_t e = ej / N, j = ej % N;
+        for (int64_t r = e ? offs[size_t(e - 1)] : 0; r < offs[size_t(e)]; ++r)
+          for (int64_t kk = 0; kk < K; ++kk) ref[size_t(ej * K + kk)] += g[size_t(r * N + j)] * x[size_t(r * K + kk)];
+      }
+    });
+    Dev DB(DType::bf16, {E, N, K}), DF(DType::f32, {E, N, K});
+    auto bits = [](const Dev& d) { return d.download<uint8_t>(); };
+    std::vector<uint8_t> dw_f32_run;
+    for (Dev* d : {&DB, &DF}) {
+      const bool f32 = d == &DF;
+      SCOPED_TRACE(f32 ? "f32" : "bf16");
+      std::vector<uint8_t> first;
+      for (int max_sms : {0, 3}) {
+        ops::OpOptions o;
+        o.max_sms = max_sms;
+        auto l = ops::prepare_grouped_gemm_wgrad(*rt_, d->dl, G.dl, X.dl, O.dl, false, o);
+        ASSERT_NE(l.plan(), nullptr);
+        EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << l.describe();
+        EXPECT_EQ(l.workspace_bytes(), size_t(sms) * 128 * 256 * 4) << l.describe();
+        EXPECT_NE(l.describe().find("bytes of workspace"), std::string::npos) << l.describe();
+        for (int rep = 0; rep < 2; ++rep) {
+          d->poison();
+          l.launch(nullptr);
+          if (first.empty()) first = bits(*d);
+          ASSERT_EQ(bits(*d), first) << "max_sms " << max_sms << ", run " << rep + 1;
+        }
+        test::CapturedGraph graph([&](CUstream st) { l.launch(st); });
+        d->poison();
+        graph.replay();
+        ASSERT_EQ(bits(*d), first) << "graph replay, max_sms " << max_sms;
+      }
+      if (f32) {
+        test::expect_f32_close(d->download<float>(), ref, "dw (f32)");
+        dw_f32_run = first;
+      } else {
+        expect_bf16_close(d->download<uint16_t>(), ref, ref.size(), "dw (bf16)");
+      }
+      const auto out = bits(*d);
+      const size_t es = f32 ? 4 : 2;
+      for (size_t i = size_t(N * K) * es; i < size_t(2 * N * K) * es; ++i)  // the empty group: zeros
+        ASSERT_EQ(out[i], (i % es == es - 1) ? out[i] & 0x80 : 0) << "empty group at byte " << i;
+    }
+    std::vector<float> dw(size_t(E * N * K));
+    std::memcpy(dw.data(), dw_f32_run.data(), dw_f32_run.size());
+    auto out0 = test::random_floats(size_t(E * N * K), seed + 7, 4.0f);
+    Dev DA(DType::f32, {E, N, K});
+    auto acc = ops::prepare_grouped_gemm_wgrad(*rt_, DA.dl, G.dl, X.dl, O.dl, true, ops::OpOptions());
+    EXPECT_EQ(acc.plan()->accumulate, Accumulate::fused) << acc.describe();
+    DA.upload(out0);
+    acc.launch(nullptr);
+    const auto got = DA.download<float>();
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(test::f32_bits(got[i]), test::f32_bits(out0[i] + dw[i])) << "accumulate at " << i;
+  };
+  check(256, 520, 21);  // 2 x 2 x 3 tiles: 3 parts of 5-6 k blocks
+  // Tiles 128 x 256: 2 groups x N / 128 x 1 = sms + 10 (sms even) or + 11; the last 10-11 run
+  // as 3 parts each (the smaller group has 1000 rows: 16 k blocks) after a whole wave.
+  check(128 * ((int64_t(sms) + 11) / 2), 256, 31);
 }
 
 // M = 0: fwd and dgrad launch nothing; wgrad zero-fills dw (a memset, graph-capturable), or
