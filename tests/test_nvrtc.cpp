@@ -115,6 +115,26 @@ TEST(Prebuild, CakecBuildCli) {
   EXPECT_NE(r.out.find("aot"), std::string::npos) << r.out;
 }
 
+// The compile rows of cakec bench jit, where a user runs them (no GPU needed).
+TEST(Prebuild, CakecBenchJitCompileRows) {
+  const std::string bench = std::string(CAKEC_PATH) + " bench jit --compile-only --runs 4";
+  auto r = test::run(bench + " --each --filter '^ew_add_f32_v1$'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ew_add_f32_v1  "), std::string::npos) << r.out;  // the --each table
+  EXPECT_NE(r.out.find("1 programs, 3 compiles each"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("slowest GEMM"), std::string::npos) << r.out;  // no GEMM program matched
+  r = test::run(bench + " --filter '^gg_portable_fwd_'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("slowest GEMM (gg_portable_fwd_128x128x32_s4_w2x2)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("PROGRAM"), std::string::npos) << r.out;  // no --each
+  r = test::run(bench + " --filter '('");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--filter: not a regular expression"), std::string::npos) << r.out;
+  r = test::run(bench + " --filter nothing_is_called_this");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("matches --filter"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace cake
 
