@@ -1,8 +1,8 @@
 // grouped_gemm: ragged BF16 grouped GEMM for MoE experts, groups given by device offsets.
 // Ops grouped_gemm.fwd (y = x w^T), .dgrad (dx = g w), .wgrad (dw = g^T x, bf16 or f32 out,
-// optionally accumulating). Per op: a Hopper program (sm_90a: TMA + wgmma, persistent, one
-// CTA per SM) and a portable one (sm_80+: mma.sync), each holding a kernel per (out dtype,
-// accumulate) the op needs. Tile shapes live in "params" and in the program names, so tuning
+// optionally accumulating). Per op and (out dtype, accumulate): a Hopper program (sm_90a: TMA +
+// wgmma, persistent, one CTA per SM) and a portable one (sm_80+: mma.sync), one kernel each, so
+// a first call compiles only the kernel it runs (a cold NVRTC compile is per program). Tile shapes live in "params" and in the program names, so tuning
 // adds programs and windows here. Launch geometry (threads, smem, kind) comes from "params"
 // too (runtime/ops_grouped_gemm.cpp reads it); "smem" also lets the planner pass over a
 // program that needs more shared memory than the device allows.
@@ -22,7 +22,7 @@ struct OpSpec {
 };
 const OpSpec kOps[] = {{"fwd", 0, "x", "w", "y"}, {"dgrad", 1, "g", "w", "dx"}, {"wgrad", 2, "g", "x", "dw"}};
 
-// (out dtype, accumulate) kernels of each op, in kernel order.
+// The (out dtype, accumulate) kinds of each op: a program (and a route) each.
 std::vector<std::pair<std::string, bool>> out_kinds(const OpSpec& op) {
   if (op.index != 2) return {{"bf16", false}};
   return {{"bf16", false}, {"f32", false}, {"f32", true}};
@@ -55,28 +55,30 @@ struct PortableTile {
   std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
 };
 
-json kernel_list(const OpSpec& op) {
-  json k = json::array();
-  for (const auto& [out, acc] : out_kinds(op)) k.push_back({{"out", out}, {"accumulate", acc}});
-  return k;
+json kernel_list(const std::string& out, bool acc) {
+  return json::array({{{"out", out}, {"accumulate", acc}}});
 }
 
-ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t) {
+// wgrad program names carry the out dtype (and accumulate); fwd and dgrad have one.
+std::string kind_tag(const OpSpec& op, const std::string& out, bool acc) {
+  return op.index == 2 ? "_" + out + (acc ? "_acc" : "") : "";
+}
+
+ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t, const std::string& out, bool acc) {
   ProgramSpec p;
-  p.name = std::string("gg_sm90_") + op.name + "_" + t.tag() + "_s" + std::to_string(t.stages) + "_r" +
-           std::to_string(t.raster) + "_c" + std::to_string(t.cluster);
+  p.name = std::string("gg_sm90_") + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "_s" +
+           std::to_string(t.stages) + "_r" + std::to_string(t.raster) + "_c" + std::to_string(t.cluster);
   p.templ = "sm90_grouped_gemm.cuh";
   p.archs = {"sm_90a"};
   p.min_cuda = "12.3";  // wgmma, setmaxnreg and TMA through NVRTC
-  for (const auto& [out, acc] : out_kinds(op))
-    p.kernels.push_back("cake::gg::sm90_grouped_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
-                        cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-                        std::to_string(t.stages) + ", " + std::to_string(t.raster) + ", " +
-                        std::to_string(t.cluster) + ">");
+  p.kernels.push_back("cake::gg::sm90_grouped_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
+                      cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+                      std::to_string(t.stages) + ", " + std::to_string(t.raster) + ", " +
+                      std::to_string(t.cluster) + ">");
   p.params = {{"kind", "sm90"},         {"op", op.name},        {"tile_m", t.bm},
               {"tile_n", t.bn},         {"stages", t.stages},   {"raster", t.raster},
               {"cluster", t.cluster},   {"threads", t.threads()}, {"smem", t.smem()},
-              {"kernels", kernel_list(op)}};
+              {"kernels", kernel_list(out, acc)}};
   // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
   // walk round-robin and need none. wgrad splits its last wave's tiles along K (deterministic
   // stream-K, harness on the H200: one-empty E = 4 rows 1.006x -> 1.027x, docs/perf.md): the
@@ -86,22 +88,22 @@ ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t) {
   return p;
 }
 
-ProgramSpec portable_program(const OpSpec& op, const PortableTile& t) {
+ProgramSpec portable_program(const OpSpec& op, const PortableTile& t, const std::string& out, bool acc) {
   ProgramSpec p;
-  p.name = std::string("gg_portable_") + op.name + "_" + t.tag() + "x" + std::to_string(t.bk) + "_s" +
-           std::to_string(t.stages) + "_w" + std::to_string(t.warps_m) + "x" + std::to_string(t.warps_n);
+  p.name = std::string("gg_portable_") + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "x" +
+           std::to_string(t.bk) + "_s" + std::to_string(t.stages) + "_w" + std::to_string(t.warps_m) + "x" +
+           std::to_string(t.warps_n);
   p.templ = "smxx_grouped_gemm.cuh";
   p.archs = {"sm_80", "sm_90a"};
   p.min_cuda = "12.0";
-  for (const auto& [out, acc] : out_kinds(op))
-    p.kernels.push_back("cake::gg::portable_grouped_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
-                        cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-                        std::to_string(t.bk) + ", " + std::to_string(t.stages) + ", " +
-                        std::to_string(t.warps_m) + ", " + std::to_string(t.warps_n) + ">");
+  p.kernels.push_back("cake::gg::portable_grouped_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
+                      cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+                      std::to_string(t.bk) + ", " + std::to_string(t.stages) + ", " +
+                      std::to_string(t.warps_m) + ", " + std::to_string(t.warps_n) + ">");
   p.params = {{"kind", "portable"},     {"op", op.name},          {"tile_m", t.bm},
               {"tile_n", t.bn},         {"tile_k", t.bk},         {"stages", t.stages},
               {"warps_m", t.warps_m},   {"warps_n", t.warps_n},   {"threads", t.threads()},
-              {"smem", t.smem()},       {"kernels", kernel_list(op)}};
+              {"smem", t.smem()},       {"kernels", kernel_list(out, acc)}};
   return p;
 }
 
@@ -115,9 +117,9 @@ json window(const OpSpec& op, const std::string& arch, const std::string& out) {
           {"align", {{op.a, 16}, {op.b, 16}, {op.out, 16}}}};
 }
 
-json gemm_stage(const std::string& program, int kernel, const OpSpec& op, const std::string& out) {
+json gemm_stage(const std::string& program, const OpSpec& op, const std::string& out) {
   return {{"program", program},
-          {"kernel", kernel},
+          {"kernel", 0},
           {"bind", {{"a", op.a}, {"b", op.b}, {"out", out}, {"offs", "offs"}}}};
 }
 
@@ -129,22 +131,20 @@ FamilySpec grouped_gemm_family() {
   const Sm90Tile sm90;
   const PortableTile portable;
   for (const OpSpec& op : kOps) {
-    ProgramSpec hp = sm90_program(op, sm90), pp = portable_program(op, portable);
-    f.programs.push_back(hp);
-    f.programs.push_back(pp);
     json candidates = json::array();
-    const auto kinds = out_kinds(op);
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      const auto& [out, acc] = kinds[k];
+    for (const auto& [out, acc] : out_kinds(op)) {
+      const ProgramSpec hp = sm90_program(op, sm90, out, acc), pp = portable_program(op, portable, out, acc);
+      f.programs.push_back(hp);
+      f.programs.push_back(pp);
       // wgrad names carry the out dtype (and accumulate); fwd and dgrad have one.
       std::string prefix = std::string(op.name) + (op.index == 2 ? (acc ? "_acc_" : "_") + out : "") +
                            (acc ? "_fused" : "");
       json hopper = {{"name", prefix + "_sm90_" + sm90.tag()},
-                     {"stages", {gemm_stage(hp.name, int(k), op, op.out)}},
+                     {"stages", {gemm_stage(hp.name, op, op.out)}},
                      {"window", window(op, "sm_90a", out)},
                      {"note", acc ? "out += dW in the epilogue, rounded once to f32" : "TMA + wgmma, persistent"}};
       json port = {{"name", prefix + "_portable_" + portable.tag()},
-                   {"stages", {gemm_stage(pp.name, int(k), op, op.out)}},
+                   {"stages", {gemm_stage(pp.name, op, op.out)}},
                    {"window", window(op, "sm_80+", out)},
                    {"note", acc ? "out += dW in the epilogue (mma.sync)" : "mma.sync, any sm_80+ part"}};
       if (acc) hopper["accumulate"] = "fused", port["accumulate"] = "fused";
@@ -158,14 +158,14 @@ FamilySpec grouped_gemm_family() {
       // only composed: a fused bf16 epilogue would round dw + dW once from f32, the composed
       // route rounds dW to bf16 first, and every route of a problem must agree.
       for (const std::string out : {"f32", "bf16"}) {
-        const int kernel = out == "bf16" ? 0 : 1;
         const std::string add = out == "bf16" ? "ew_add_bf16_v8" : "ew_add_f32_v4";
-        for (const auto& [tag, prog, arch] : {std::tuple{"sm90", hp.name, "sm_90a"},
-                                              std::tuple{"portable", pp.name, "sm_80+"}}) {
+        for (const auto& [tag, prog, arch] :
+             {std::tuple{"sm90", sm90_program(op, sm90, out, false).name, "sm_90a"},
+              std::tuple{"portable", portable_program(op, portable, out, false).name, "sm_80+"}}) {
           candidates.push_back(
               {{"name", "wgrad_acc_" + out + "_composed_" + tag},
                {"stages",
-                {gemm_stage(prog, kernel, op, "scratch"),
+                {gemm_stage(prog, op, "scratch"),
                  {{"program", add}, {"bind", {{"out", "dw"}, {"a", "dw"}, {"b", "scratch"}}}}}},
                {"window", window(op, arch, out)},
                {"accumulate", "composed"},

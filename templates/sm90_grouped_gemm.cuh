@@ -33,7 +33,8 @@
 // into held registers (BF16: packed pairs, half the accumulators' registers; FP32: a copy,
 // up to 192 columns), and its slices are written during the next tile's first k blocks,
 // while their wgmma run. FP32 out at 128 x 256 has no room for that: the tensor cores wait
-// for its epilogue.
+// for its epilogue. The k loop after those blocks is not unrolled (no faster unrolled, and
+// each copy of a k block costs a cold NVRTC compile about 0.2 s on the CPU machine).
 //
 // Operand layouts (128-byte swizzle everywhere, one 64-element K block per stage):
 //   K-major operand (X, G as A; W as B in fwd): rows of 64 K elements = 128 B, as TMA writes
@@ -614,10 +615,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // With the overlapped epilogue, slice s of the previous tile is written at k block s of
     // the next one, between its wgmma issue and wait. ptxas serialises every wgmma if an
     // accumulator is read on a branch there, so those slices are written whatever the
-    // previous tile needs (only the TMA store is conditional) and the k loop's first
-    // kSlices iterations are unrolled to make the slice index a constant. (Slice indices
-    // must be constants wherever they are used, after unrolling: the held tile stays in
-    // registers only if every index into it is.)
+    // previous tile needs (only the TMA store is conditional). Indices into the held tile must
+    // be constants (it stays in registers only if every one is): fwd and dgrad unroll those
+    // kPeeled k blocks; BF16 wgrad runs them as a loop that writes the front slice and drops
+    // it (shift), a third of the code for a cold compile. Measured on the H200
+    // (tools/dev/gg_sm90_harness.cu, docs/perf.md): the loop costs fwd and dgrad about 1 %
+    // (short tiles), wgrad nothing; an FP32 copy in the loop spills.
+    constexpr bool kRolledSlices = kOverlapEpilogue && kOp == kOpWgrad && sizeof(OutT) == 2;
     constexpr int kPeeled = kOverlapEpilogue ? kSlices : 0;
 
     // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
@@ -628,15 +632,16 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       return kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end ? kSlices : -1;
     };
     int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
-    // Writes slice `s` into shared memory and, if `store`, has TMA store it.
-    auto store_slice = [&](const Held& held, const Tile& tile, int s, bool store) {
+    // Writes slice `s` of the tile, held in slice `at` of `held` (a constant), into shared
+    // memory and, if `store`, has TMA store it.
+    auto store_slice = [&](const Held& held, const Tile& tile, int at, int s, bool store) {
       const unsigned buf = epi_base + (c * 2 + (epi_seq & 1)) * 8192;
       ++epi_seq;
       if (ctid % 128 == 0) bulk_wait_read<1>();  // the store that used `buf` has read it
       named_sync(2 + c);
 #pragma unroll
       for (int jj = 0; jj < kSliceCols / 8; ++jj) {
-        const int j = s * (kSliceCols / 8) + jj;
+        const int j = at * (kSliceCols / 8) + jj;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = warp * 16 + lane / 4 + 8 * h;
@@ -662,25 +667,22 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         bulk_commit();
       }
     };
-    auto store_masked = [&](const Held& held, const Tile& tile) {
+    // The masked stores of slice `s` (held in slice `at`): fwd and dgrad only, whose row
+    // blocks may end inside their group (a wgrad tile's rows are C's, always TMA-stored).
+    auto store_masked = [&](const Held& held, const Tile& tile, int at, int s) {
       const int r_local = c * 64 + warp * 16 + lane / 4;
       long long row_base[2];
       bool row_ok[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = tile.m_blk * kBM + r_local + 8 * h;
-        if (kOp == kOpWgrad) {
-          row_ok[h] = r < c_rows;
-          row_base[h] = (static_cast<long long>(tile.group) * c_rows + r) * c_cols;
-        } else {
-          const long long gr = static_cast<long long>(tile.row0) + r;
-          row_ok[h] = gr < tile.row_end;
-          row_base[h] = gr * c_cols;
-        }
+        const long long gr = static_cast<long long>(tile.row0) + tile.m_blk * kBM + r_local + 8 * h;
+        row_ok[h] = gr < tile.row_end;
+        row_base[h] = gr * c_cols;
       }
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const int col = tile.n_blk * kBN + j * 8 + (lane % 4) * 2;
+      for (int jj = 0; jj < kSliceCols / 8; ++jj) {
+        const int j = at * (kSliceCols / 8) + jj;
+        const int col = tile.n_blk * kBN + (s * (kSliceCols / 8) + jj) * 8 + (lane % 4) * 2;
         if (col >= c_cols) continue;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -692,14 +694,28 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         }
       }
     };
-    // The epilogue of `tile` from slice `from` on (the masked stores: all of them).
-    auto finish = [&](const Held& held, const Tile& tile, int kind, int from) {
-      if (kind < 0) {
-        store_masked(held, tile);
-      } else if (kind > 0) {
+    // Drops the held tile's front slice (kRolledSlices): the next one moves to the front.
+    // Moves only, while wgmma run.
+    auto shift = [&](Held& held) {
+      constexpr int kWords = kHeld / kSlices;
 #pragma unroll
-        for (int s = 0; s < kSlices; ++s)
-          if (s >= from) store_slice(held, tile, s, true);
+      for (int i = 0; i < kHeld - kWords; ++i) held[i] = held[i + kWords];
+    };
+    // The epilogue of `tile` from slice `from` on (masked stores: all of them); the first
+    // `from` slices were written during the next tile's k blocks (and dropped if rolled).
+    auto finish = [&](Held& held, const Tile& tile, int kind, int from) {
+      if constexpr (kRolledSlices) {  // wgrad: always TMA
+#pragma unroll 1
+        for (int s = from; s < kSlices; ++s) {
+          store_slice(held, tile, 0, s, kind > 0);
+          shift(held);
+        }
+      } else {
+#pragma unroll
+        for (int s = 0; s < kSlices; ++s) {
+          if (kind > 0 && s >= from) store_slice(held, tile, s, s, true);
+          if (kOp != kOpWgrad && kind < 0) store_masked(held, tile, s, s);
+        }
       }
     };
     // Moves a finished tile's accumulators into the held registers (BF16: rounded once, here).
@@ -714,14 +730,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     };
 
     // The main loop of one tile into `acc`; k block s < kPeeled writes slice s of `old`
-    // (`old_tile`'s accumulators; TMA stores it if `old_store`). Returns how many k blocks
-    // wrote one.
-    auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const Held& old, const Tile& old_tile,
-                        bool old_store) {
+    // (`old_tile`'s held tile, whose epilogue is `old_kind`). Returns how many k blocks wrote one.
+    auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, Held& old, const Tile& old_tile, int old_kind) {
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
       int held = -1;  // the stage the previous k block read, released once its wgmma is done
-      auto k_block = [&](int kb, int old_slice) {
+      auto k_block = [&](int kb, int old_slice, bool writes_old) {  // writes_old: a constant
         mbar_wait(full_bar + 8 * stage, phase);
         const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
         if constexpr (kOp == kOpWgrad) {
@@ -749,7 +763,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
           wgmma<kBN, kTransA, kTransB>(acc, da, db);
         }
         wgmma_commit();
-        if (old_slice >= 0) store_slice(old, old_tile, old_slice, old_store);  // a constant after unrolling
+        if (writes_old) {
+          if constexpr (kRolledSlices) {
+            store_slice(old, old_tile, 0, old_slice, old_kind > 0);
+            shift(old);
+          } else {
+            store_slice(old, old_tile, old_slice, old_slice, old_kind > 0);  // a constant after unrolling
+          }
+        }
         wgmma_wait<1>();
         fence_acc(acc);
         if (held >= 0 && lane == 0) release(held);
@@ -757,10 +778,17 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         advance();
       };
       int kb = tile.kb0;
+      if constexpr (kRolledSlices) {
+        const int peel_end = tile.kb1 - kb < kPeeled ? tile.kb1 : kb + kPeeled;
+#pragma unroll 1
+        for (; kb < peel_end; ++kb) k_block(kb, kb - tile.kb0, true);
+      } else {
 #pragma unroll
-      for (int s = 0; s < kPeeled; ++s)
-        if (kb < tile.kb1) k_block(kb++, s);
-      for (; kb < tile.kb1; ++kb) k_block(kb, -1);
+        for (int s = 0; s < kPeeled; ++s)
+          if (kb < tile.kb1) k_block(kb++, s, true);
+      }
+#pragma unroll 1
+      for (; kb < tile.kb1; ++kb) k_block(kb, 0, false);
       wgmma_wait<0>();
       fence_acc(acc);
       if (held >= 0 && lane == 0) release(held);
@@ -785,14 +813,19 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         }
         asm volatile("bar.sync 1, 256;" ::: "memory");
 #pragma unroll
-        for (int i = 0; i < kBN / 2; ++i) acc[i] += __ldcg(ws + i * 256 + ctid);
+        for (int i = 0; i < kBN / 8; ++i) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(ws) + i * 256 + ctid);
+          acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
+        }
       }
       if (tile.part + 1 == tile.parts) {
         if (ctid == 0) *flag = 0;  // read by nobody else this launch; zero for the next one
         return true;
       }
 #pragma unroll
-      for (int i = 0; i < kBN / 2; ++i) __stcg(ws + i * 256 + ctid, acc[i]);
+      for (int i = 0; i < kBN / 8; ++i)
+        __stcg(reinterpret_cast<float4*>(ws) + i * 256 + ctid,
+               make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
       asm volatile("bar.sync 1, 256;" ::: "memory");
       if (ctid == 0) {
         __threadfence();
@@ -812,7 +845,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       int pending = 0;  // prev's epilogue_kind (0 before the first tile)
       for (;;) {
         const bool more = take(tile);
-        const int done = more ? mainloop(acc, tile, held, prev, pending > 0) : 0;
+        const int done = more ? mainloop(acc, tile, held, prev, pending) : 0;
         finish(held, prev, pending, done);
         if (!more) break;
         const bool stores = pass_on(acc, tile);
@@ -821,7 +854,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       }
     } else {  // FP32 out at 256 columns: the tensor cores wait for each epilogue
       while (take(tile)) {
-        mainloop(acc, tile, acc, tile, false);
+        mainloop(acc, tile, acc, tile, 0);
         if (pass_on(acc, tile)) finish(acc, tile, epilogue_kind(tile), 0);
       }
     }

@@ -67,10 +67,15 @@ TEST_F(GroupedGemmRoutes, WgradKernelPerOutDtype) {
   ASSERT_TRUE(bf.ok() && f32.ok());
   EXPECT_EQ(bf.plan->route, "wgrad_bf16_sm90_128x256");
   EXPECT_EQ(f32.plan->route, "wgrad_f32_sm90_128x256");
-  EXPECT_EQ(bf.plan->stages[0].program, f32.plan->stages[0].program);  // one program, two kernels
-  const auto& kernels = f32.plan->stages[0].program->kernels;
-  EXPECT_NE(kernels[size_t(f32.plan->stages[0].kernel)].find("<2, float, false, 128, 256, 4, 16, 1>"), std::string::npos);
-  EXPECT_NE(kernels[size_t(bf.plan->stages[0].kernel)].find("<2, cake::bf16, false,"), std::string::npos);
+  // A program per out dtype, one kernel each: a first call compiles only the kernel it runs.
+  EXPECT_EQ(bf.plan->stages[0].program->name, "gg_sm90_wgrad_bf16_128x256_s4_r16_c1");
+  EXPECT_EQ(f32.plan->stages[0].program->name, "gg_sm90_wgrad_f32_128x256_s4_r16_c1");
+  for (const auto* r : {&bf, &f32}) {
+    EXPECT_EQ(r->plan->stages[0].program->kernels.size(), 1u);
+    EXPECT_EQ(r->plan->stages[0].kernel, 0);
+  }
+  EXPECT_NE(f32.plan->stages[0].program->kernels[0].find("<2, float, false, 128, 256, 4, 16, 1>"), std::string::npos);
+  EXPECT_NE(bf.plan->stages[0].program->kernels[0].find("<2, cake::bf16, false,"), std::string::npos);
   auto p = problem("wgrad", "f16");
   EXPECT_FALSE(plan(p, hopper_).ok());  // no f16 out anywhere
 }
