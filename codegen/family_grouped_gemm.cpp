@@ -2,10 +2,11 @@
 // Ops grouped_gemm.fwd (y = x w^T), .dgrad (dx = g w), .wgrad (dw = g^T x, bf16 or f32 out,
 // optionally accumulating). Per op and (out dtype, accumulate): a Hopper program (sm_90a: TMA +
 // wgmma, persistent, one CTA per SM) and a portable one (sm_80+: mma.sync), one kernel each, so
-// a first call compiles only the kernel it runs (a cold NVRTC compile is per program). Tile shapes live in "params" and in the program names, so tuning
-// adds programs and windows here. Launch geometry (threads, smem, kind) comes from "params"
-// too (runtime/ops_grouped_gemm.cpp reads it); "smem" also lets the planner pass over a
-// program that needs more shared memory than the device allows.
+// a first call compiles only the kernel it runs (a cold NVRTC compile is per program). Tile
+// shapes live in "params" and in the program names, so tuning adds programs and windows here.
+// Launch geometry (threads, smem, kind) comes from "params" too (runtime/ops_grouped_gemm.cpp
+// reads it); "smem" also lets the planner pass over a program that needs more shared memory
+// than the device allows.
 #include "family.hpp"
 
 namespace cake::codegen {

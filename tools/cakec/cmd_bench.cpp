@@ -192,8 +192,8 @@ int run_bench_jit(const BenchArgs& a) {
   rows.push_back({"compile worker process: extra time per compile", worker.empty() ? "no worker" : fmt(median(worker_extra), "ms"), "", ""});
   if (a.each) std::cout << format_table({"PROGRAM", "KERNELS", "COLD COMPILE"}, each) << "\n";
   if (!gpu || a.compile_only) {
-    std::cout << "cakec bench jit --compile-only: " << arch.str() << (gpu ? "" : " (no GPU)") << ", NVRTC " << nvrtc.info().version.str()
-              << ", " << per_program.size() << " programs, " << std::max(3, a.runs / 4) << " compiles each\n";
+    std::cout << "cakec bench jit --compile-only: " << arch.str() << (gpu ? "" : " (no GPU)") << ", NVRTC "
+              << nvrtc.info().version.str() << ", " << per_program.size() << " programs, " << std::max(3, a.runs / 4) << " compiles each\n";
     std::cout << format_table({"MEASURE", "MEDIAN", "TARGET", ""}, rows);
     return kOk;
   }
