@@ -25,18 +25,12 @@ const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const Devic
   return plan;
 }
 
-namespace {
+int64_t int_param_or_zero(const PlannedStage& s, const char* name) {
+  const auto it = s.program->params.find(name);
+  return it == s.program->params.end() ? 0 : it->get<int64_t>();
+}
 
-// Int32 counters a stage's kernels keep in global memory: "counters" in its program's params.
-int64_t counter_words(const PlannedStage& s) {
-  const auto it = s.program->params.find("counters");
-  return it == s.program->params.end() ? 0 : it->get<int64_t>();
-}
-// Workspace bytes a stage's kernels use per SM of the device: "workspace_per_sm".
-int64_t workspace_per_sm(const PlannedStage& s) {
-  const auto it = s.program->params.find("workspace_per_sm");
-  return it == s.program->params.end() ? 0 : it->get<int64_t>();
-}
+namespace {
 
 // Zeroed counters for a launch: on the one-call stream in its order, else on a stream of their
 // own that is waited for here, so no stream the launch may later run on can overtake the fill.
@@ -68,7 +62,10 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   if (p.scratch_bytes > 0) args["scratch"] = scratch.get();
   int64_t words = 0, ws_bytes = 0;
   const int64_t sms = dc.info->sm_count;
-  for (const auto& s : p.stages) words += counter_words(s), ws_bytes += workspace_per_sm(s) * sms;
+  for (const auto& s : p.stages) {
+    words += int_param_or_zero(s, "counters");
+    ws_bytes += int_param_or_zero(s, "workspace_per_sm") * sms;
+  }
   DeviceBuffer counters = words > 0 ? zeroed_counters(words, one_call_stream) : DeviceBuffer();
   DeviceBuffer workspace;
   if (ws_bytes > 0)
@@ -76,13 +73,13 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   std::vector<LaunchStage> stages;
   int64_t counter_offset = 0, ws_offset = 0;
   for (const auto& s : p.stages) {
-    if (const int64_t w = counter_words(s); w > 0) {  // this stage's own counters
+    if (const int64_t w = int_param_or_zero(s, "counters"); w > 0) {  // this stage's own counters
       args["counters"] = counters.get() + CUdeviceptr(counter_offset * 4);
       counter_offset += w;
     } else {
       args.erase("counters");
     }
-    if (const int64_t b = workspace_per_sm(s) * sms; b > 0) {  // and workspace
+    if (const int64_t b = int_param_or_zero(s, "workspace_per_sm") * sms; b > 0) {  // and workspace
       args["workspace"] = workspace.get() + CUdeviceptr(ws_offset);
       ws_offset += b;
     } else {

@@ -29,6 +29,10 @@ using Binder = std::function<void(const Plan& plan, const PlannedStage& stage, c
 // parameters are resolved through the stage's bind map ("out" -> "scratch", ...).
 Binder elementwise_binder(int64_t n, int sm_count);
 
+// An integer in a stage's program params (checked at registry load), 0 where absent:
+// "counters" (int32 words the kernels keep in global memory), "workspace_per_sm" (bytes per SM).
+int64_t int_param_or_zero(const PlannedStage& s, const char* name);
+
 // The options' own checks (an ArgumentError naming the option), before anything else.
 void check_options(const OpOptions& opt);
 // The SM count a launch may fill: the device's, or opt.max_sms when smaller.

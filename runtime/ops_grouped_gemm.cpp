@@ -263,10 +263,8 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count,
       const auto w = args.find("workspace");
       if (w != args.end()) {
         // The kernel's contract: an FP32 tile per SM, and its flags after the two counters.
-        const auto& pp = s.program->params;
-        const int64_t counters = pp.contains("counters") ? pp.at("counters").get<int64_t>() : 0;
-        if (counters < 1024 || pp.at("workspace_per_sm").get<int64_t>() < int64_t(param_int(s, "tile_m")) *
-                                                                            param_int(s, "tile_n") * 4)
+        if (int_param_or_zero(s, "counters") < 1024 ||
+            int_param_or_zero(s, "workspace_per_sm") < int64_t(param_int(s, "tile_m")) * param_int(s, "tile_n") * 4)
           throw Error("grouped_gemm: program " + s.program->name +
                       ": workspace_per_sm needs \"counters\": 1024 and a tile_m x tile_n FP32 tile per SM");
       }

@@ -12,9 +12,13 @@
 #include <numeric>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "error.hpp"
 #include "gpu_util.hpp"
 #include "ops.hpp"
+#include "registry.hpp"
+#include "renderer.hpp"
 #include "test_util.hpp"
 
 namespace cake {
@@ -599,6 +603,55 @@ TEST_F(GroupedGemmGpu, RejectedBeforeAnythingIsWritten) {
     EXPECT_NE(std::string(e.what()).find("has no candidate 'no_such_candidate'"), std::string::npos) << e.what();
   }
   for (auto b : Y.download<uint8_t>()) ASSERT_EQ(b, 0xff);
+}
+
+// The sm90 kernel's split contract: a program that asks for workspace must also own the
+// 1024 counters its flags live in. A user registry that gives it less is refused when the
+// launch is prepared, naming the program, before anything is launched or written.
+TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
+  CAKE_SKIP_WITHOUT_GPU();
+  test::PrimaryContext ctx;
+  test::TempDir dir;
+  auto base = Registry::load_default();
+  const cake::Arch sm90 = *cake::Arch::parse("sm_90a");
+  Program p = *base->program("gg_sm90_wgrad_bf16_128x256_s4_r16_c1");
+  const Build* b = base->build(p.name, sm90);
+  ASSERT_NE(b, nullptr);
+  p.name = "user_wgrad_two_counters";
+  p.params["counters"] = 2;  // the schedule's two, no flags
+  const nlohmann::json user = {
+      {"programs",
+       {{{"name", p.name}, {"template", p.templ}, {"kernels", p.kernels}, {"archs", {"sm_90a"}}, {"params", p.params}}}},
+      {"builds",
+       {{{"program", p.name}, {"arch", "sm_90a"}, {"min_cuda", "12.3"}, {"options", b->options},
+         {"source_hash", render(p).source_hash}}}},
+      {"routes",
+       {{{"op", "grouped_gemm.wgrad"},
+         {"candidates",
+          {{{"name", "user_wgrad_bf16"},
+            {"stages", {{{"program", p.name}, {"kernel", 0},
+                         {"bind", {{"a", "g"}, {"b", "x"}, {"out", "dw"}, {"offs", "offs"}}}}}},
+            {"window", {{"archs", {"sm_90a"}},
+                        {"dtypes", {{"g", "bf16"}, {"x", "bf16"}, {"dw", "bf16"}, {"offs", "i32"}}}}}}}}}}}};
+  RuntimeOptions o;
+  o.registry_files = {dir.write("user.json", user.dump()).string()};
+  o.cache_dir = "";
+  o.aot_dir = "";
+  Runtime rt(o);
+  if (rt.context_for(0).info->arch != sm90) GTEST_SKIP() << "the sm90 program needs an sm_90a device";
+  const int64_t E = 2, M = 256, N = 64, K = 64;
+  Operands ops_in(E, M, N, K, {128, 256}, 11);
+  Dev DW(DType::bf16, {E, N, K});
+  DW.poison();
+  try {
+    ops::prepare_grouped_gemm_wgrad(rt, DW.dl, ops_in.G.dl, ops_in.X.dl, ops_in.O.dl, false);
+    ADD_FAILURE() << "a workspace program without its flag counters was prepared";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("user_wgrad_two_counters"), std::string::npos) << what;
+    EXPECT_NE(what.find("workspace_per_sm needs \"counters\": 1024"), std::string::npos) << what;
+  }
+  for (auto v : DW.download<uint8_t>()) ASSERT_EQ(v, 0xff);
 }
 
 }  // namespace
