@@ -616,11 +616,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // the next one, between its wgmma issue and wait. ptxas serialises every wgmma if an
     // accumulator is read on a branch there, so those slices are written whatever the
     // previous tile needs (only the TMA store is conditional). Indices into the held tile must
-    // be constants (it stays in registers only if every one is): fwd and dgrad unroll those
-    // kPeeled k blocks; BF16 wgrad runs them as a loop that writes the front slice and drops
-    // it (shift), a third of the code for a cold compile. Measured on the H200
-    // (tools/dev/gg_sm90_harness.cu, docs/perf.md): the loop costs fwd and dgrad about 1 %
-    // (short tiles), wgrad nothing; an FP32 copy in the loop spills.
+    // be constants (it stays in registers only if every one is). For BF16 wgrad the k loop is
+    // one loop whose first kPeeled blocks write a slice, picking its registers by a compare
+    // chain over the constant indices (store_slice_at): one copy of the k block for a cold
+    // compile instead of kPeeled + 1, and no slower. fwd and dgrad unroll those blocks: the
+    // loop cost them 0.3-0.7 % on the H200 (about 370 cycles a tile; moving the held words
+    // instead cost 1 %), docs/perf.md. FP32 out unrolls them too (the loop spills there).
     constexpr bool kRolledSlices = kOverlapEpilogue && kOp == kOpWgrad && sizeof(OutT) == 2;
     constexpr int kPeeled = kOverlapEpilogue ? kSlices : 0;
 
@@ -694,21 +695,20 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         }
       }
     };
-    // Drops the held tile's front slice (kRolledSlices): the next one moves to the front.
-    // Moves only, while wgmma run.
-    auto shift = [&](Held& held) {
-      constexpr int kWords = kHeld / kSlices;
+    // Writes slice `s` (a run-time index) from its own registers: a compare chain over the
+    // constant indices, so the held tile stays in registers and nothing moves.
+    auto store_slice_at = [&](const Held& held, const Tile& tile, int s, bool store) {
 #pragma unroll
-      for (int i = 0; i < kHeld - kWords; ++i) held[i] = held[i + kWords];
+      for (int q = 0; q < kSlices; ++q)
+        if (s == q) store_slice(held, tile, q, q, store);
     };
     // The epilogue of `tile` from slice `from` on (masked stores: all of them); the first
-    // `from` slices were written during the next tile's k blocks (and dropped if rolled).
+    // `from` slices were written during the next tile's k blocks.
     auto finish = [&](Held& held, const Tile& tile, int kind, int from) {
       if constexpr (kRolledSlices) {  // wgrad: always TMA
+        if (kind > 0) {
 #pragma unroll 1
-        for (int s = from; s < kSlices; ++s) {
-          store_slice(held, tile, 0, s, kind > 0);
-          shift(held);
+          for (int s = from; s < kSlices; ++s) store_slice_at(held, tile, s, true);
         }
       } else {
 #pragma unroll
@@ -735,18 +735,19 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
       int held = -1;  // the stage the previous k block read, released once its wgmma is done
-      auto k_block = [&](int kb, int old_slice, bool writes_old) {  // writes_old: a constant
+      auto k_block = [&](int kb, int old_slice, bool writes_old) {  // a constant unless rolled
         mbar_wait(full_bar + 8 * stage, phase);
         const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
         if constexpr (kOp == kOpWgrad) {
           const int valid = tile.row_end - tile.row0 - kb * 64;
           if (valid < 64) {  // rows of the next group (or past M): zero them for the reduction
-            const int chunks_per_sub = (64 - valid) * 8;  // 16-byte chunks
-            constexpr int kSubs = (kBM + kBN) / 64;
-            for (int i = ctid; i < kSubs * chunks_per_sub; i += 256) {
-              const int sub = i / chunks_per_sub, ch = i - sub * chunks_per_sub;
-              const unsigned addr = (sub < kBM / 64 ? sa + sub * 8192 : sb + (sub - kBM / 64) * 8192) + valid * 128 + ch * 16;
-              asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0) : "memory");
+            // Rows valid..63 of each 64-row sub-tile (8 KB) are one run of 16-byte chunks.
+            const int chunks = (64 - valid) * 8;
+#pragma unroll 1
+            for (int sub = 0; sub < (kBM + kBN) / 64; ++sub) {
+              const unsigned run = (sub < kBM / 64 ? sa + sub * 8192 : sb + (sub - kBM / 64) * 8192) + valid * 128;
+              for (int ch = ctid; ch < chunks; ch += 256)
+                asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(run + ch * 16), "r"(0) : "memory");
             }
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             asm volatile("bar.sync 1, 256;" ::: "memory");
@@ -765,8 +766,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         wgmma_commit();
         if (writes_old) {
           if constexpr (kRolledSlices) {
-            store_slice(old, old_tile, 0, old_slice, old_kind > 0);
-            shift(old);
+            store_slice_at(old, old_tile, old_slice, old_kind > 0);
           } else {
             store_slice(old, old_tile, old_slice, old_slice, old_kind > 0);  // a constant after unrolling
           }
@@ -779,16 +779,15 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       };
       int kb = tile.kb0;
       if constexpr (kRolledSlices) {
-        const int peel_end = tile.kb1 - kb < kPeeled ? tile.kb1 : kb + kPeeled;
 #pragma unroll 1
-        for (; kb < peel_end; ++kb) k_block(kb, kb - tile.kb0, true);
+        for (; kb < tile.kb1; ++kb) k_block(kb, kb - tile.kb0, kb - tile.kb0 < kPeeled);
       } else {
 #pragma unroll
         for (int s = 0; s < kPeeled; ++s)
           if (kb < tile.kb1) k_block(kb++, s, true);
-      }
 #pragma unroll 1
-      for (; kb < tile.kb1; ++kb) k_block(kb, 0, false);
+        for (; kb < tile.kb1; ++kb) k_block(kb, 0, false);
+      }
       wgmma_wait<0>();
       fence_acc(acc);
       if (held >= 0 && lane == 0) release(held);
