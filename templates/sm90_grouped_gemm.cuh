@@ -10,8 +10,8 @@
 // With kCluster = 2 the two CTAs of a cluster take neighbouring row blocks and each loads half
 // of the shared B tile, multicast into both.
 //
-// wgrad with `split_ws` (and `sched`) splits the last wave's tiles along K when the groups
-// are of one size (Scheduler::plan_split: deterministic stream-K, a fixed summation order).
+// wgrad with `split_ws` (and `sched`) splits the last wave's tiles along K (Scheduler::
+// plan_split: deterministic stream-K, a fixed summation order).
 //
 // Tile order: each CTA's first tile is its own index; after that, with `sched` (two ints in
 // global memory, zero at launch; clusters of 1) the producer takes the next tile index from
@@ -367,11 +367,14 @@ struct Scheduler {
   }
 
   // Deterministic stream-K for wgrad's last wave: with every group's tiles as long as its rows,
-  // the last (work mod ctas) tiles of the non-empty groups (the smallest: they are walked
-  // last) leave most SMs idle for a tile's time. They run as `parts` units each instead, over
-  // equal shares of their k blocks; each part adds its predecessor's sum to its own, so a tile
-  // is ((p0 + p1) + p2) + ... in every run. `ctas` is the device's SM count (not the grid's),
-  // so a capped grid computes the same bits. After sort_groups (empty groups walked last).
+  // the last tiles leave SMs idle for up to a tile's time. They run as `parts` units each
+  // instead, over equal shares of their k blocks; each part adds its predecessor's sum to its
+  // own, so a tile is ((p0 + p1) + p2) + ... in every run. Groups of one size keep the SMs in
+  // step: the last (work mod ctas) tiles split, into the parts that best fill the last wave.
+  // With uneven groups the SMs' last tiles start at scattered times, so the last ctas tiles
+  // (of the smallest group, walked last) split in two, when a launch has under 16 waves of
+  // tiles (more: the scatter is a small share). `ctas` is the device's SM count (not the
+  // grid's), so a capped grid computes the same bits. After sort_groups (empty groups last).
   __device__ void plan_split(int ctas) {
     if (kOp != kOpWgrad || order == nullptr || ctas <= 0 || ctas > kMaxSplitSlots) return;
     int work_groups = 0, min_rows = m, max_rows = 0;
@@ -383,10 +386,15 @@ struct Scheduler {
       min_rows = t - s < min_rows ? t - s : min_rows;
       max_rows = t - s > max_rows ? t - s : max_rows;
     }
-    // Only for groups of (nearly) one size: with uneven ones the short tiles walked last
-    // already even out the finish, and splitting them measured slightly slower (docs/perf.md).
-    const int work = work_groups * units_m_fixed * tiles_n, r = work % ctas;
-    if (r == 0 || max_rows - min_rows > min_rows / 8) return;
+    const int per_group = units_m_fixed * tiles_n, work = work_groups * per_group, r = work % ctas;
+    if (max_rows - min_rows > min_rows / 8) {  // uneven (docs/perf.md: the model and the A/B)
+      if (work >= 16 * ctas || min_rows < 512) return;  // parts of >= 4 k blocks
+      const int last = per_group < ctas ? per_group : ctas;
+      parts = 2, split_tiles = last, split_first = work - last;
+      total += last;
+      return;
+    }
+    if (r == 0) return;
     // The parts that minimise the tail, ceil(p r / ctas) / p tile times, keeping >= 4 k
     // blocks a part (a part passes 128 KB on through L2).
     int most = min_rows / 256;

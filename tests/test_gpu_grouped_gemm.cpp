@@ -480,10 +480,11 @@ TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
 TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
   const int sms = Driver::instance().device(0).sm_count;
-  auto check = [&](int64_t N, int64_t K, uint64_t seed) {
-    SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
-    const int64_t E = 3, M = 2024 + 3;  // 3 rows past offs[E-1]
-    const std::vector<int32_t> offs = {1024, 1024, 2024};
+  // offs: 3 groups, the middle one empty.
+  auto check = [&](int64_t N, int64_t K, uint64_t seed, const std::vector<int32_t>& offs) {
+    SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K) + " groups " +
+                 std::to_string(offs[0]) + ", 0, " + std::to_string(offs[2] - offs[1]));
+    const int64_t E = 3, M = offs[2] + 3;  // 3 rows past offs[E-1]
     Operands in(E, M, N, K, offs, seed);
     const Dev &X = in.X, &G = in.G, &O = in.O;
     const auto x = widen(X.download<uint16_t>()), g = widen(G.download<uint16_t>());
@@ -544,10 +545,14 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(test::f32_bits(got[i]), test::f32_bits(out0[i] + dw[i])) << "accumulate at " << i;
   };
-  check(256, 520, 21);  // 2 x 2 x 3 tiles: 3 parts of 5-6 k blocks
+  // Groups of one size (1024 and 1000 rows): 2 x 2 x 3 tiles, 3 parts of 5-6 k blocks.
+  check(256, 520, 21, {1024, 1024, 2024});
   // Tiles 128 x 256: 2 groups x N / 128 x 1 = sms + 10 (sms even) or + 11; the last 10-11 run
   // as 3 parts each (the smaller group has 1000 rows: 16 k blocks) after a whole wave.
-  check(128 * ((int64_t(sms) + 11) / 2), 256, 31);
+  check(128 * ((int64_t(sms) + 11) / 2), 256, 31, {1024, 1024, 2024});
+  // Uneven groups (1300 and 700 rows): the 6 tiles of the smaller one run as 2 parts of 5-6 k
+  // blocks each.
+  check(256, 520, 41, {1300, 1300, 2000});
 }
 
 // M = 0: fwd and dgrad launch nothing; wgrad zero-fills dw (a memset, graph-capturable), or

@@ -242,10 +242,12 @@ void check_all(int sms) {
                                    {1, 2, 3, 900, 0, 65, 64, 63, 1, 1, 0, 0, 0, 5, 7, 9, 11, 13, 128, 256, 1,
                                     200, 0, 0, 3, 3, 3, 3, 77, 1, 0, 2},
                                    0, 384, 256, sms);
-  // Few tiles of long groups: with the dynamic schedule wgrad splits them along K (3 and 4
-  // parts: fewer tiles than SMs), a partial column tile included.
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E3 split tail", 3, {1000, 0, 1300}, 20, 384, 520, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E2 split tail", 2, {2048, 1100}, 0, 256, 256, sms);
+  // Few tiles of long groups: with the dynamic schedule wgrad splits the last ones along K
+  // (groups of one size: 3 parts, fewer tiles than SMs; uneven groups: the smallest group's
+  // tiles in 2 parts), a partial column tile included.
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E3 split tail, one size", 3, {1000, 0, 1050}, 20, 384, 520, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E3 split tail, uneven", 3, {1000, 0, 1300}, 20, 384, 520, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl>("E2 split tail, uneven", 2, {2048, 1100}, 0, 256, 256, sms);
 }
 
 // ---- benchmark against a per-expert cuBLAS loop (same data; L2 flushed between calls)
