@@ -471,12 +471,14 @@ TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
   }
 }
 
-// wgrad's last wave: groups of one size whose tiles do not fill a whole number of waves are
-// split along K. Each part adds its predecessor's FP32 sum, in a fixed order: against FP64,
-// the same bits run to run, with 3 SMs (the split is planned for the device's SM count, not
-// the grid's) and in graph replays, and the fused accumulate is fp32(out + dW) of that same
-// dW. The empty group (walked last) is zeros, or with accumulate untouched. Two shapes: 12
-// tiles (3 parts, fewer tiles than SMs) and SMs + 10 tiles (3 parts after a full wave).
+// wgrad's last wave: groups of one size whose tiles do not fill a whole number of waves, and
+// the smallest of uneven groups, are split along K. Each part adds its predecessor's FP32
+// sum, in a fixed order: against FP64, the same bits run to run, with 3 SMs (the split is
+// planned for the device's SM count, not the grid's) and in graph replays, and the fused
+// accumulate is fp32(out + dW) of that same dW. The empty group (walked last) is zeros, or
+// with accumulate untouched. Three cases: 12 tiles of one size (3 parts, fewer tiles than
+// SMs), SMs + 10 tiles (3 parts after a full wave), 12 tiles of uneven groups (the smaller
+// group's 6 in 2 parts).
 TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
   const int sms = Driver::instance().device(0).sm_count;
