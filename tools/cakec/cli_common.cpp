@@ -33,6 +33,15 @@ cake::Arch parse_arch_arg(const std::string& option, const std::string& value) {
   return *a;
 }
 
+std::optional<std::regex> parse_filter_arg(const std::string& option, const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  try {
+    return std::regex(value);
+  } catch (const std::regex_error&) {
+    throw UsageError(option + ": not a regular expression: " + value);
+  }
+}
+
 std::pair<std::string, std::string> split_assignment(const std::string& option, const std::string& s) {
   auto eq = s.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())

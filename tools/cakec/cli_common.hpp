@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct UsageError : std::runtime_error {
 };
 
 cake::Arch parse_arch_arg(const std::string& option, const std::string& value);
+
+// A --filter regex: nullopt when empty, UsageError naming the option when it does not parse.
+std::optional<std::regex> parse_filter_arg(const std::string& option, const std::string& value);
 
 // "name=value" -> pair; UsageError naming the option otherwise.
 std::pair<std::string, std::string> split_assignment(const std::string& option, const std::string& s);

@@ -137,14 +137,7 @@ int run_bench_jit(const BenchArgs& a) {
   const auto& nvrtc = cake::Nvrtc::instance();
   if (!nvrtc.info().present) throw cake::Error("cakec bench jit needs NVRTC: " + nvrtc.info().missing_reason);
   const cake::Arch arch = gpu ? drv.device(0).arch : *cake::Arch::parse("sm_90a");
-  std::optional<std::regex> filter;
-  if (!a.filter.empty()) {
-    try {
-      filter = std::regex(a.filter);
-    } catch (const std::regex_error&) {
-      throw UsageError("--filter: not a regular expression: " + a.filter);
-    }
-  }
+  const std::optional<std::regex> filter = parse_filter_arg("--filter", a.filter);
   auto reg = cake::Registry::load_default();
   std::vector<std::vector<std::string>> rows;
   char buf[64];

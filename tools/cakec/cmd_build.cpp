@@ -54,13 +54,7 @@ int run_build(const Globals& g, const BuildArgs& a) {
     opt.archs = {cake::Driver::instance().device(0).arch};  // throws without a GPU
   }
   if (a.jobs < 0) throw UsageError("-j: must be >= 0");
-  if (!a.filter.empty()) {
-    try {
-      opt.filter = std::regex(a.filter);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--filter: not a regular expression: " + a.filter);
-    }
-  }
+  opt.filter = parse_filter_arg("--filter", a.filter);
   auto registry = cake::Registry::load_default(g.registries);
   if (opt.archs.empty()) {
     std::set<cake::Arch> all;
