@@ -641,16 +641,16 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       return kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end ? kSlices : -1;
     };
     int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
-    // Writes slice `s` of the tile, held in slice `at` of `held` (a constant), into shared
-    // memory and, if `store`, has TMA store it.
-    auto store_slice = [&](const Held& held, const Tile& tile, int at, int s, bool store) {
+    // Writes slice `s` (a constant) of the held tile into shared memory and, if `store`, has
+    // TMA store it.
+    auto store_slice = [&](const Held& held, const Tile& tile, int s, bool store) {
       const unsigned buf = epi_base + (c * 2 + (epi_seq & 1)) * 8192;
       ++epi_seq;
       if (ctid % 128 == 0) bulk_wait_read<1>();  // the store that used `buf` has read it
       named_sync(2 + c);
 #pragma unroll
       for (int jj = 0; jj < kSliceCols / 8; ++jj) {
-        const int j = at * (kSliceCols / 8) + jj;
+        const int j = s * (kSliceCols / 8) + jj;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = warp * 16 + lane / 4 + 8 * h;
@@ -676,9 +676,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         bulk_commit();
       }
     };
-    // The masked stores of slice `s` (held in slice `at`): fwd and dgrad only, whose row
-    // blocks may end inside their group (a wgrad tile's rows are C's, always TMA-stored).
-    auto store_masked = [&](const Held& held, const Tile& tile, int at, int s) {
+    // The masked stores of slice `s` (a constant): fwd and dgrad only, whose row blocks may
+    // end inside their group (a wgrad tile's rows are C's, always TMA-stored).
+    auto store_masked = [&](const Held& held, const Tile& tile, int s) {
       const int r_local = c * 64 + warp * 16 + lane / 4;
       long long row_base[2];
       bool row_ok[2];
@@ -690,8 +690,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       }
 #pragma unroll
       for (int jj = 0; jj < kSliceCols / 8; ++jj) {
-        const int j = at * (kSliceCols / 8) + jj;
-        const int col = tile.n_blk * kBN + (s * (kSliceCols / 8) + jj) * 8 + (lane % 4) * 2;
+        const int j = s * (kSliceCols / 8) + jj;
+        const int col = tile.n_blk * kBN + j * 8 + (lane % 4) * 2;
         if (col >= c_cols) continue;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -708,11 +708,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     auto store_slice_at = [&](const Held& held, const Tile& tile, int s, bool store) {
 #pragma unroll
       for (int q = 0; q < kSlices; ++q)
-        if (s == q) store_slice(held, tile, q, q, store);
+        if (s == q) store_slice(held, tile, q, store);
     };
     // The epilogue of `tile` from slice `from` on (masked stores: all of them); the first
     // `from` slices were written during the next tile's k blocks.
-    auto finish = [&](Held& held, const Tile& tile, int kind, int from) {
+    auto finish = [&](const Held& held, const Tile& tile, int kind, int from) {
       if constexpr (kRolledSlices) {  // wgrad: always TMA
         if (kind > 0) {
 #pragma unroll 1
@@ -721,8 +721,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       } else {
 #pragma unroll
         for (int s = 0; s < kSlices; ++s) {
-          if (kind > 0 && s >= from) store_slice(held, tile, s, s, true);
-          if (kOp != kOpWgrad && kind < 0) store_masked(held, tile, s, s);
+          if (kind > 0 && s >= from) store_slice(held, tile, s, true);
+          if (kOp != kOpWgrad && kind < 0) store_masked(held, tile, s);
         }
       }
     };
@@ -739,7 +739,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
 
     // The main loop of one tile into `acc`; k block s < kPeeled writes slice s of `old`
     // (`old_tile`'s held tile, whose epilogue is `old_kind`). Returns how many k blocks wrote one.
-    auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, Held& old, const Tile& old_tile, int old_kind) {
+    auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const Held& old, const Tile& old_tile, int old_kind) {
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
       int held = -1;  // the stage the previous k block read, released once its wgmma is done
@@ -776,7 +776,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
           if constexpr (kRolledSlices) {
             store_slice_at(old, old_tile, old_slice, old_kind > 0);
           } else {
-            store_slice(old, old_tile, old_slice, old_slice, old_kind > 0);  // a constant after unrolling
+            store_slice(old, old_tile, old_slice, old_kind > 0);  // a constant after unrolling
           }
         }
         wgmma_wait<1>();
