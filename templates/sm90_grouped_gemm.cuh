@@ -414,21 +414,6 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
   return r;
 }
 
-// out[0..1] (+)= (v0, v1) in FP32: one add per element.
-template <bool kAccumulate>
-__device__ __forceinline__ void store_pair(float* p, float v0, float v1) {
-  float2* q = reinterpret_cast<float2*>(p);
-  if constexpr (kAccumulate) {
-    const float2 o = *q;
-    v0 = o.x + v0;
-    v1 = o.y + v1;
-  }
-  float2 v;
-  v.x = v0;
-  v.y = v1;
-  *q = v;
-}
-
 }  // namespace sm90
 
 template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster>
@@ -616,8 +601,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // A tile's rows go
     // out through shared memory in kSlices slices of 128-byte rows, stored (or reduce-added)
     // by TMA, so each store drains while the main loop runs. A row block that ends inside its
-    // group (fwd, dgrad) is stored from registers with masks instead, since a TMA box would
-    // write the next group's rows.
+    // group (fwd, dgrad) goes out of the slice buffer by plain stores of its group's rows
+    // instead, since a TMA box would write the next group's rows.
     constexpr int kSliceCols = 128 / sizeof(OutT);
     constexpr int kSlices = kBN / kSliceCols;
     // With the overlapped epilogue, slice s of the previous tile is written at k block s of
@@ -676,30 +661,26 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         bulk_commit();
       }
     };
-    // The masked stores of slice `s` (a constant): fwd and dgrad only, whose row blocks may
-    // end inside their group (a wgrad tile's rows are C's, always TMA-stored).
-    auto store_masked = [&](const Held& held, const Tile& tile, int s) {
-      const int r_local = c * 64 + warp * 16 + lane / 4;
-      long long row_base[2];
-      bool row_ok[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const long long gr = static_cast<long long>(tile.row0) + tile.m_blk * kBM + r_local + 8 * h;
-        row_ok[h] = gr < tile.row_end;
-        row_base[h] = gr * c_cols;
-      }
-#pragma unroll
-      for (int jj = 0; jj < kSliceCols / 8; ++jj) {
-        const int j = s * (kSliceCols / 8) + jj;
-        const int col = tile.n_blk * kBN + j * 8 + (lane % 4) * 2;
-        if (col >= c_cols) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          if (!row_ok[h]) continue;
-          if constexpr (sizeof(OutT) == 4)
-            store_pair<kAccumulate>(out + row_base[h] + col, held[4 * j + 2 * h], held[4 * j + 2 * h + 1]);
-          else
-            *reinterpret_cast<unsigned*>(out + row_base[h] + col) = held[2 * j + h];
+    // A row block that ends inside its group (fwd, dgrad): slice `s`, just written into the
+    // warpgroup's last buffer by store_slice, goes out in 16-byte chunks of the group's rows
+    // only. N and K are multiples of 8 (the planner checks), so a chunk is all in or all out of
+    // the columns, and 16-byte aligned.
+    auto store_masked = [&](const Tile& tile, int s) {
+      if constexpr (kOp != kOpWgrad) {  // a wgrad tile's rows are C's: always TMA-stored
+        static_assert(sizeof(OutT) == 2, "fwd and dgrad write BF16");
+        const unsigned buf = epi_base + (c * 2 + ((epi_seq - 1) & 1)) * 8192;
+        const int row0 = tile.row0 + tile.m_blk * kBM + c * 64;  // the buffer's first row
+        const int rows = tile.row_end - row0 < 64 ? tile.row_end - row0 : 64;
+        const int col0 = tile.n_blk * kBN + s * kSliceCols;
+#pragma unroll 1
+        for (int i = ctid % 128; i < rows * 8; i += 128) {
+          const int row = i >> 3, chunk = i & 7;
+          if (col0 + chunk * 8 >= c_cols) continue;
+          uint4 v;
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                       : "r"(buf + row * 128 + ((chunk ^ (row & 7)) << 4)));
+          *reinterpret_cast<uint4*>(out + static_cast<long long>(row0 + row) * c_cols + col0 + chunk * 8) = v;
         }
       }
     };
@@ -721,8 +702,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       } else {
 #pragma unroll
         for (int s = 0; s < kSlices; ++s) {
-          if (kind > 0 && s >= from) store_slice(held, tile, s, true);
-          if (kOp != kOpWgrad && kind < 0) store_masked(held, tile, s);
+          // Masked: every slice (the next tile's k blocks wrote them, but the buffers moved on).
+          if (kind < 0 || (kind > 0 && s >= from)) {
+            store_slice(held, tile, s, kind > 0);
+            if (kind < 0) store_masked(tile, s);  // nothing in wgrad (never masked)
+          }
         }
       }
     };
