@@ -613,8 +613,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // one loop whose first kPeeled blocks write a slice, picking its registers by a compare
     // chain over the constant indices (store_slice_at): one copy of the k block for a cold
     // compile instead of kPeeled + 1, and no slower. fwd and dgrad unroll those blocks: the
-    // loop cost them 0.3-0.7 % on the H200 (about 300 cycles a tile; moving the held words
-    // instead cost 1 %), docs/perf.md. FP32 out unrolls them too (the loop spills there).
+    // loop cost them 0.3-1.3 % on the H200 (moving the held words instead cost 1 %), which
+    // E = 4 rows level with cuBLAS cannot give (docs/perf.md). FP32 out unrolls them too (the
+    // loop spills there).
     constexpr bool kRolledSlices = kOverlapEpilogue && kOp == kOpWgrad && sizeof(OutT) == 2;
     constexpr int kPeeled = kOverlapEpilogue ? kSlices : 0;
 
