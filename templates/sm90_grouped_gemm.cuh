@@ -664,8 +664,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     };
     // A row block that ends inside its group (fwd, dgrad): slice `s`, just written into the
     // warpgroup's last buffer by store_slice, goes out in 16-byte chunks of the group's rows
-    // only. N and K are multiples of 8 (the planner checks), so a chunk is all in or all out of
-    // the columns, and 16-byte aligned.
+    // only. N and K are multiples of 8 (checked before launch), so a chunk is all in or all
+    // out of the columns, and 16-byte aligned.
     auto store_masked = [&](const Tile& tile, int s) {
       if constexpr (kOp != kOpWgrad) {  // a wgrad tile's rows are C's: always TMA-stored
         static_assert(sizeof(OutT) == 2, "fwd and dgrad write BF16");
