@@ -37,7 +37,12 @@ def main(argv):
     pairs = [a.split("=", 1) for a in argv if a != "--rows"]
     if not pairs or any(len(p) != 2 for p in pairs):
         sys.exit(__doc__.strip())
-    logs = {name: read(path) for name, path in pairs}
+    logs = {}
+    for name, path in pairs:
+        try:
+            logs[name] = read(path)
+        except OSError as e:
+            sys.exit(f"{name}: cannot read {path}: {e.strerror}")
     names = [name for name, _ in pairs]
     for name in names:
         if not logs[name]:
