@@ -17,6 +17,7 @@ struct ProgramSpec {
   std::vector<std::string> archs;
   nlohmann::json params = nlohmann::json::object();
   std::string min_cuda = "12.0";
+  std::string stand_in;  // a program that serves while this one compiles (Program::stand_in)
 };
 
 struct FamilySpec {

@@ -21,6 +21,7 @@ Program to_program(const ProgramSpec& p, const std::string& family) {
   prog.kernels = p.kernels;
   for (const auto& a : p.archs) prog.archs.push_back(*Arch::parse(a));
   prog.params = p.params;
+  prog.stand_in = p.stand_in;
   return prog;
 }
 
@@ -51,6 +52,7 @@ std::map<std::string, std::string> generated_files(const std::vector<FamilySpec>
                           {"kernels", p.kernels},
                           {"archs", p.archs},
                           {"params", p.params}});
+      if (!p.stand_in.empty()) programs.back()["stand_in"] = p.stand_in;
       Program prog = to_program(p, f.name);
       RenderedProgram r = render(prog);
       for (const auto& a : prog.archs)

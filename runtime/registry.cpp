@@ -178,7 +178,7 @@ void Registry::parse(const RegistrySource& src) {
     ps.expect_array();
     for (size_t i = 0; i < ps.size(); ++i) {
       auto p = ps.at(i);
-      p.allow_only({"name", "family", "template", "kernels", "archs", "params"});
+      p.allow_only({"name", "family", "template", "kernels", "archs", "params", "stand_in"});
       Program prog;
       prog.name = p.at("name").str();
       check_name(p.at("name"), prog.name);
@@ -209,6 +209,7 @@ void Registry::parse(const RegistrySource& src) {
         }
         prog.params = params.json();
       }
+      if (p.has("stand_in")) prog.stand_in = p.at("stand_in").str();
       prog.origin = {src.file, p.path()};
       programs_.push_back(std::move(prog));
     }
@@ -339,6 +340,25 @@ void Registry::validate() const {
     for (const auto& a : p.archs)
       if (!seen.insert(a).second)
         throw RegistryError(p.origin.str() + "/archs", "arch " + a.str() + " listed twice");
+  }
+
+  // A stand-in runs in its program's place with the program's launch: the same template and
+  // params, as many kernels, every arch of the program, and no stand-in of its own.
+  for (const auto& p : programs_) {
+    if (p.stand_in.empty()) continue;
+    const std::string where = p.origin.str() + "/stand_in";
+    auto s = programs.find(p.stand_in);
+    if (s == programs.end()) throw RegistryError(where, "unknown program '" + p.stand_in + "'");
+    const Program& si = *s->second;
+    if (si.name == p.name) throw RegistryError(where, "a program cannot stand in for itself");
+    if (!si.stand_in.empty())
+      throw RegistryError(where, "stand-in '" + si.name + "' has a stand-in of its own ('" + si.stand_in + "')");
+    if (si.templ != p.templ || si.params != p.params || si.kernels.size() != p.kernels.size())
+      throw RegistryError(where, "stand-in '" + si.name + "' must have the template, params and kernel count of '" +
+                                     p.name + "'");
+    for (const auto& a : p.archs)
+      if (std::find(si.archs.begin(), si.archs.end(), a) == si.archs.end())
+        throw RegistryError(where, "stand-in '" + si.name + "' does not list arch " + a.str());
   }
 
   std::map<std::string, const Build*> builds;

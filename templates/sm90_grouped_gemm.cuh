@@ -28,11 +28,11 @@
 // (swizzled like TMA's 128-byte mode) and one thread stores the slice with TMA, or with
 // accumulate reduce-adds it into global memory (cp.reduce.async.bulk .add: one FP32 add per
 // element, so out + dW is rounded once); the store drains while the next tile's main loop
-// runs. A row block that ends inside its group (fwd, dgrad) is stored from registers with
-// masks instead, since a TMA box would write the next group's rows. A finished tile moves
-// into held registers (BF16: packed pairs, half the accumulators' registers; FP32: a copy,
-// up to 192 columns), and its slices are written during the next tile's first k blocks,
-// while their wgmma run. FP32 out at 128 x 256 has no room for that: the tensor cores wait
+// runs. A row block that ends inside its group (fwd, dgrad) goes out of the slice buffer in
+// 16-byte chunks of the group's rows instead, since a TMA box would write the next group's
+// rows. A finished tile moves into held registers (BF16: packed pairs, half the
+// accumulators' registers; FP32: a copy, up to 192 columns), and its slices are written
+// during the next tile's first k blocks, while their wgmma run. FP32 out at 128 x 256 has no room for that: the tensor cores wait
 // for its epilogue. The k loop after those blocks is not unrolled (no faster unrolled, and
 // each copy of a k block costs a cold NVRTC compile about 0.2 s on the CPU machine).
 //
@@ -416,7 +416,12 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
 
 }  // namespace sm90
 
-template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster>
+// kCompact: fwd and dgrad run the k blocks that write the previous tile's slices as one loop
+// (one copy of the k block, as BF16 wgrad always does): a cold NVRTC compile about half as
+// long, the same bits, 1-3 % slower. The registry serves it as the stand-in of the unrolled
+// program while that one compiles (runtime/loader.hpp).
+template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster,
+          bool kCompact = false>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     sm90_grouped_gemm(const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
                       const __grid_constant__ TmaDesc tma_out, OutT* __restrict__ out, const int* __restrict__ offs,
@@ -612,11 +617,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // be constants (it stays in registers only if every one is). For BF16 wgrad the k loop is
     // one loop whose first kPeeled blocks write a slice, picking its registers by a compare
     // chain over the constant indices (store_slice_at): one copy of the k block for a cold
-    // compile instead of kPeeled + 1, and no slower. fwd and dgrad unroll those blocks: the
-    // loop cost them 0.3-1.3 % on the H200 (moving the held words instead cost 1 %), which
-    // E = 4 rows level with cuBLAS cannot give (docs/perf.md). FP32 out unrolls them too (the
-    // loop spills there).
-    constexpr bool kRolledSlices = kOverlapEpilogue && kOp == kOpWgrad && sizeof(OutT) == 2;
+    // compile instead of kPeeled + 1, and no slower. fwd and dgrad unroll those blocks unless
+    // kCompact: the loop costs them 1-3 % on the H200, about 0.8 k block a tile (moving the
+    // held words instead cost 1 %), which E = 4 rows level with cuBLAS cannot give
+    // (docs/perf.md). FP32 out unrolls them too (the loop spills there).
+    constexpr bool kRolledSlices = kOverlapEpilogue && sizeof(OutT) == 2 && (kOp == kOpWgrad || kCompact);
     constexpr int kPeeled = kOverlapEpilogue ? kSlices : 0;
 
     // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
@@ -695,7 +700,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // The epilogue of `tile` from slice `from` on (masked stores: all of them); the first
     // `from` slices were written during the next tile's k blocks.
     auto finish = [&](const Held& held, const Tile& tile, int kind, int from) {
-      if constexpr (kRolledSlices) {  // wgrad: always TMA
+      if constexpr (kRolledSlices && kOp == kOpWgrad) {  // wgrad: always TMA, so the slices roll
         if (kind > 0) {
 #pragma unroll 1
           for (int s = from; s < kSlices; ++s) store_slice_at(held, tile, s, true);

@@ -96,6 +96,49 @@ TEST(Registry, DuplicateBuild) {
   expect_rejected(d, "/builds/3", "duplicate build p1@sm_90a");
 }
 
+// p1 (sm_90a) may name p2 (sm_80, sm_90a; same template, kernels and params) as its stand-in.
+TEST(Registry, StandIn) {
+  auto d = fixture_registry();
+  d["programs"][0]["stand_in"] = "p2";
+  EXPECT_EQ(load(d)->program("p1")->stand_in, "p2");
+
+  auto bad = d;
+  bad["programs"][0]["stand_in"] = "ghost";
+  expect_rejected(bad, "fx.json: /programs/0/stand_in", "unknown program 'ghost'");
+  bad = d;
+  bad["programs"][0]["stand_in"] = "p1";
+  expect_rejected(bad, "/programs/0/stand_in", "a program cannot stand in for itself");
+  bad = d;
+  bad["programs"][1]["params"] = {{"threads", 128}};
+  expect_rejected(bad, "/programs/0/stand_in", "must have the template, params and kernel count of 'p1'");
+  bad = d;
+  bad["programs"][1]["stand_in"] = "p1";
+  expect_rejected(bad, "/programs/0/stand_in", "stand-in 'p2' has a stand-in of its own");
+  bad = fixture_registry();  // p2 lists sm_80, which p1 lacks
+  bad["programs"][1]["stand_in"] = "p1";
+  expect_rejected(bad, "/programs/1/stand_in", "stand-in 'p1' does not list arch sm_80");
+  bad = d;
+  bad["programs"][0]["stand_in"] = 3;
+  EXPECT_THROW(load(bad), RegistryError);
+}
+
+// The embedded registry: fwd and dgrad's Hopper programs have compact stand-ins, which no
+// route names (they only ever serve in their program's place).
+TEST(Registry, EmbeddedStandIns) {
+  auto reg = Registry::load_default();
+  for (const char* name : {"gg_sm90_fwd_128x256_s4_r16_c1", "gg_sm90_dgrad_128x256_s4_r16_c1"}) {
+    const Program* p = reg->program(name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ(p->stand_in, std::string(name) + "_compact");
+    const Program* s = reg->program(p->stand_in);
+    ASSERT_NE(s, nullptr);
+    EXPECT_NE(s->kernels[0].find(", true>"), std::string::npos) << s->kernels[0];
+    for (const auto& r : reg->routes())
+      for (const auto& c : r.candidates)
+        for (const auto& st : c.stages) EXPECT_NE(st.program, s->name) << c.name;
+  }
+}
+
 TEST(Registry, BadRange) {
   auto d = fixture_registry();
   d["routes"][0]["candidates"][0]["window"]["dims"] = {{"n", {5, 3}}};
