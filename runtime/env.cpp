@@ -34,6 +34,11 @@ std::optional<std::string> dump_dir() { return get("CAKE_DUMP_DIR"); }
 std::optional<std::string> nvrtc_path() { return get("CAKE_NVRTC_PATH"); }
 std::optional<std::string> libcuda_path() { return get("CAKE_LIBCUDA_PATH"); }
 
+bool stand_ins_enabled() {
+  auto v = get("CAKE_JIT_STAND_IN");
+  return !(v && (*v == "0" || *v == "off" || *v == "false"));
+}
+
 bool jit_enabled() {
   auto v = get("CAKE_JIT");
   return !(v && (*v == "0" || *v == "off" || *v == "false"));

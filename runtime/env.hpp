@@ -10,6 +10,7 @@ std::vector<std::string> registry_paths();      // CAKE_REGISTRY, ':'-separated 
 std::string cache_dir();                        // CAKE_CACHE_DIR, else XDG_CACHE_HOME/cake, ~/.cache/cake
 std::optional<std::string> aot_dir();           // CAKE_AOT_DIR
 std::optional<std::string> dump_dir();          // CAKE_DUMP_DIR
+bool stand_ins_enabled();                       // CAKE_JIT_STAND_IN (default 1; 0 = compile before the first call)
 bool jit_enabled();                             // CAKE_JIT (default 1; 0 = never call NVRTC)
 std::optional<std::string> nvrtc_path();        // CAKE_NVRTC_PATH: a libnvrtc to dlopen first
 std::optional<std::string> libcuda_path();      // CAKE_LIBCUDA_PATH: a libcuda to dlopen first

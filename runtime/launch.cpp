@@ -101,6 +101,8 @@ std::string Launch::describe() const {
     o << "  stage " << i + 1 << ": " << p.stages[i].program->name << " [" << p.stages[i].build->arch.str()
       << "] grid " << stages_[i].grid[0] << " x block " << stages_[i].block[0]
       << (stages_[i].smem ? ", " + std::to_string(stages_[i].smem) + " bytes of dynamic smem" : std::string())
+      << (stages_[i].stand_in.empty() ? std::string()
+                                      : ", run by its stand-in " + stages_[i].stand_in + " while it compiles")
       << "\n";
   return o.str();
 }

@@ -58,6 +58,7 @@ struct LaunchStage {
   CUdeviceptr memset_ptr = 0;
   size_t memset_bytes = 0;
   std::string what;  // for describe(), when there is no plan (a zero fill)
+  std::string stand_in;  // the program that runs in the planned one's place (Program::stand_in), if one does
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned smem = 0;

@@ -16,6 +16,85 @@ Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
   if (opt_.cache_dir) disk_.emplace(*opt_.cache_dir);
 }
 
+Loader::~Loader() { wait_background(); }
+
+void Loader::wait_background() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(background_mu_);
+    threads.swap(background_);
+  }
+  for (auto& t : threads) t.join();
+}
+
+ServedBinary Loader::serve(const Program& program, const Build& build, const Program* stand_in,
+                           const Build* stand_in_build) {
+  if (!stand_in || !stand_in_build || !opt_.stand_ins || !opt_.jit_enabled) return {binary(program, build), &build};
+  const std::string key = build.key() + "#" + build.source_hash;
+  std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = binaries_.find(key); it != binaries_.end()) known = it->second;
+  }
+  if (known && known->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    try {
+      auto b = known->get();
+      ++stats_.memory_hits;
+      return {b, &build};
+    } catch (...) {
+      // Its compile failed (logged when it did): the stand-in keeps serving.
+    }
+  } else if (!known) {
+    // aot/ or the disk cache serve it at once; else it compiles in the background.
+    std::optional<LoadedBinary> found = from_aot(build);
+    if (found) {
+      ++stats_.aot_loads;
+    } else if ((found = from_disk(program, disk_key(program, build)))) {
+      ++stats_.disk_hits;
+    }
+    std::promise<std::shared_ptr<const LoadedBinary>> promise;
+    auto future = promise.get_future().share();
+    {
+      std::lock_guard lock(mu_);
+      if (!binaries_.emplace(key, future).second) known = binaries_.at(key);
+    }
+    if (known) return serve(program, build, stand_in, stand_in_build);  // another thread got here first
+    if (found) {
+      promise.set_value(std::make_shared<const LoadedBinary>(std::move(*found)));
+      return {future.get(), &build};
+    }
+    {
+      std::lock_guard lock(background_mu_);
+      background_.emplace_back([this, program, build, p = std::move(promise)]() mutable {
+        try {
+          p.set_value(load(program, build));
+        } catch (...) {
+          ++stats_.failures;
+          std::string why = "unknown error";
+          try {
+            throw;
+          } catch (const std::exception& e) {
+            why = e.what();
+          } catch (...) {
+          }
+          warn_once("background:" + build.key(), "cake: the background compile of " + build.key() +
+                                                     " failed (its stand-in keeps serving): " + why);
+          p.set_exception(std::current_exception());
+        }
+      });
+    }
+  }
+  try {
+    auto b = binary(*stand_in, *stand_in_build);
+    ++stats_.stand_ins;
+    return {b, stand_in_build, true};
+  } catch (const std::exception& e) {
+    warn_once("stand-in:" + stand_in_build->key(), "cake: stand-in " + stand_in_build->key() + " failed (" +
+                                                       e.what() + "); waiting for " + build.key());
+    return {binary(program, build), &build};
+  }
+}
+
 std::shared_ptr<const LoadedBinary> Loader::binary(const Program& program, const Build& build) {
   std::string key = build.key() + "#" + build.source_hash;
   std::promise<std::shared_ptr<const LoadedBinary>> promise;
@@ -73,6 +152,27 @@ std::optional<LoadedBinary> Loader::from_aot(const Build& build) {
   return b;
 }
 
+namespace {
+LoadedBinary take(CachedBinary&& c, ServedFrom from) {
+  LoadedBinary b;
+  b.cubin = std::move(c.cubin);
+  b.lowered_names = std::move(c.lowered_names);
+  b.from = from;
+  return b;
+}
+}  // namespace
+
+std::string Loader::disk_key(const Program& program, const Build& build) {
+  return cache_key(render(program), build.arch.str(), build.options, opt_.nvrtc_version());
+}
+
+std::optional<LoadedBinary> Loader::from_disk(const Program& program, const std::string& key) {
+  if (!disk_) return std::nullopt;
+  if (auto hit = disk_->get(key); hit && hit->lowered_names.size() == program.kernels.size())
+    return take(std::move(*hit), ServedFrom::disk);
+  return std::nullopt;
+}
+
 LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build) {
   RenderedProgram r = render(program);
   if (r.source_hash != build.source_hash)
@@ -80,18 +180,9 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
                                          " records a source hash that differs from the rendered "
                                          "program; compiling what the renderer produces");
   std::string key = cache_key(r, build.arch.str(), build.options, opt_.nvrtc_version());
-  auto take = [&](CachedBinary&& c, ServedFrom from) {
-    LoadedBinary b;
-    b.cubin = std::move(c.cubin);
-    b.lowered_names = std::move(c.lowered_names);
-    b.from = from;
-    return b;
-  };
-  if (disk_) {
-    if (auto hit = disk_->get(key); hit && hit->lowered_names.size() == program.kernels.size()) {
-      ++stats_.disk_hits;
-      return take(std::move(*hit), ServedFrom::disk);
-    }
+  if (auto hit = from_disk(program, key)) {
+    ++stats_.disk_hits;
+    return std::move(*hit);
   }
   if (!opt_.jit_enabled)
     throw Error("cannot serve " + build.key() +
@@ -100,9 +191,9 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
   if (disk_) {
     lock.emplace(*disk_, key);
     // Another process may have compiled it while this one waited for the lock.
-    if (auto hit = disk_->get(key); hit && hit->lowered_names.size() == program.kernels.size()) {
+    if (auto hit = from_disk(program, key)) {
       ++stats_.disk_hits;
-      return take(std::move(*hit), ServedFrom::disk);
+      return std::move(*hit);
     }
   }
   CompiledBinary bin;
@@ -126,10 +217,13 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
   return take(std::move(c), ServedFrom::jit);
 }
 
-CUfunction Loader::function(const Program& program, const Build& build, int kernel, CUcontext ctx) {
-  auto bin = binary(program, build);
+CUfunction Loader::function(const Program& program, const Build& build, int kernel, CUcontext ctx,
+                            const Program* stand_in, const Build* stand_in_build, bool* stood_in) {
+  const ServedBinary served = serve(program, build, stand_in, stand_in_build);
+  if (stood_in) *stood_in = served.stand_in;
+  const auto& bin = served.binary;
   std::lock_guard lock(module_mu_);
-  auto& slot = modules_[{ctx, build.key() + "#" + build.source_hash}];
+  auto& slot = modules_[{ctx, served.build->key() + "#" + served.build->source_hash}];
   if (!slot) {
     auto m = std::make_unique<LoadedModule>();
     m->module = Module(bin->cubin);
@@ -138,7 +232,7 @@ CUfunction Loader::function(const Program& program, const Build& build, int kern
     slot = std::move(m);
   }
   if (kernel < 0 || kernel >= int(slot->functions.size()))
-    throw Error("kernel index " + std::to_string(kernel) + " out of range for " + build.key());
+    throw Error("kernel index " + std::to_string(kernel) + " out of range for " + served.build->key());
   return slot->functions[size_t(kernel)];
 }
 

@@ -2,6 +2,12 @@
 // -> the disk cache -> NVRTC (then written to the disk cache); and its kernels as CUfunctions,
 // one module per CUDA context. Single flight: however many threads ask for one build at
 // once, it is loaded or compiled once and they all get it.
+//
+// Stand-ins (Program::stand_in): when a program with a stand-in would have to be compiled,
+// the call compiles (or loads) the stand-in, which computes the same bits and compiles in
+// about half the time, and the program compiles on a background thread into memory and the
+// disk cache; calls after that get the program itself. A background failure is logged and
+// the stand-in keeps serving.
 #pragma once
 #include <cuda.h>
 
@@ -14,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "aot_manifest.hpp"
@@ -43,21 +50,43 @@ struct LoaderOptions {
   std::function<std::string()> nvrtc_version = [] { return std::string("none"); };
   CompileFn compile;          // default: compile_isolated (NVRTC in a worker process)
   std::optional<std::filesystem::path> dump_dir;  // rendered source of failing compiles
+  bool stand_ins = true;      // false: a program is always compiled before its first call
 };
 
 struct LoaderStats {
   std::atomic<int> memory_hits{0}, aot_loads{0}, disk_hits{0}, compiles{0}, failures{0},
-      module_loads{0};
+      module_loads{0}, stand_ins{0};  // stand_ins: calls a stand-in served
+};
+
+// What to run for a call: the build's binary, or its stand-in's while the build compiles.
+struct ServedBinary {
+  std::shared_ptr<const LoadedBinary> binary;
+  const Build* build = nullptr;  // the build `binary` is of
+  bool stand_in = false;
 };
 
 class Loader {
  public:
   explicit Loader(LoaderOptions opt);
+  ~Loader();  // waits for background compiles
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
 
   // Throws CompileError, cake::Error (JIT disabled, unreadable), never returns null.
   std::shared_ptr<const LoadedBinary> binary(const Program& program, const Build& build);
-  // The kernel in context `ctx`, which must be current. Loads the module on first use.
-  CUfunction function(const Program& program, const Build& build, int kernel, CUcontext ctx);
+  // `build`'s binary if it is served without compiling (memory, aot/, the disk cache), or
+  // if `stand_in` is null or stand-ins are off; else the stand-in's (`stand_in_build`, same
+  // arch), with `build` compiling in the background. Throws as binary() does.
+  ServedBinary serve(const Program& program, const Build& build, const Program* stand_in,
+                     const Build* stand_in_build);
+  // Blocks until every background compile started so far has finished.
+  void wait_background();
+  // The kernel in context `ctx`, which must be current, of what serve() gives. Loads the
+  // module on first use.
+  // `*stood_in` (if given) says whether the stand-in's function was returned.
+  CUfunction function(const Program& program, const Build& build, int kernel, CUcontext ctx,
+                      const Program* stand_in = nullptr, const Build* stand_in_build = nullptr,
+                      bool* stood_in = nullptr);
 
   // Lets `f` (a kernel of this loader, its context current) take `bytes` of dynamic shared
   // memory: above the 48 KiB default a kernel must opt in (cuFuncSetAttribute), once per
@@ -70,6 +99,8 @@ class Loader {
  private:
   std::shared_ptr<const LoadedBinary> load(const Program& program, const Build& build);
   std::optional<LoadedBinary> from_aot(const Build& build);
+  std::optional<LoadedBinary> from_disk(const Program& program, const std::string& key);
+  std::string disk_key(const Program& program, const Build& build);
   LoadedBinary from_disk_or_jit(const Program& program, const Build& build);
 
   LoaderOptions opt_;
@@ -84,6 +115,8 @@ class Loader {
   std::mutex module_mu_;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedModule>> modules_;
   std::map<CUfunction, int> dynamic_smem_;  // under module_mu_: the size each function opted in to
+  std::mutex background_mu_;
+  std::vector<std::thread> background_;  // compiles of programs whose stand-in serves
 };
 
 }  // namespace cake

@@ -86,7 +86,13 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
       args.erase("workspace");
     }
     LaunchStage ls;
-    ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx);
+    // A program with a stand-in that would have to compile first runs the stand-in (the same
+    // bits) in this launch, and compiles in the background for later ones.
+    const Program* stand_in = s.program->stand_in.empty() ? nullptr : rt.registry().program(s.program->stand_in);
+    const Build* stand_in_build = stand_in ? rt.registry().build(stand_in->name, s.build->arch) : nullptr;
+    bool stood_in = false;
+    ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx, stand_in, stand_in_build, &stood_in);
+    if (stood_in) ls.stand_in = stand_in->name;
     bind(p, s, args, ls);
     // Kernels above the 48 KiB default opt in once; the planner has already passed over
     // programs that need more than the device allows.

@@ -40,6 +40,7 @@ Runtime::Runtime(RuntimeOptions opt) {
   std::string cache = opt.cache_dir.value_or(env::cache_dir());
   if (!cache.empty()) lo.cache_dir = cache;
   lo.jit_enabled = jit;
+  lo.stand_ins = opt.stand_ins.value_or(env::stand_ins_enabled());
   lo.nvrtc_version = [rule = rule_.get()] {
     const NvrtcInfo& n = rule->nvrtc();
     return n.present ? n.version.str() : std::string("none");

@@ -23,6 +23,7 @@ struct RuntimeOptions {
   std::optional<std::string> aot_dir;       // default: CAKE_AOT_DIR (none if unset)
   std::optional<std::string> cache_dir;     // default: CAKE_CACHE_DIR etc.; "" disables it
   std::optional<bool> jit;                  // default: CAKE_JIT
+  std::optional<bool> stand_ins;            // default: CAKE_JIT_STAND_IN (Program::stand_in)
   std::optional<std::string> dump_dir;      // default: CAKE_DUMP_DIR
   CompileFn compile;                        // default: the process's NVRTC (tests inject)
   std::optional<NvrtcInfo> nvrtc;           // default: the process's NVRTC (tests inject)

@@ -190,6 +190,7 @@ class RuntimeTest : public Base {
     RuntimeOptions o;
     o.cache_dir = cache_.path().string();
     o.aot_dir = "";
+    o.stand_ins = false;  // the planned programs themselves, never a stand-in while one compiles
     rt_ = std::make_unique<Runtime>(o);
   }
   std::optional<PrimaryContext> ctx_;

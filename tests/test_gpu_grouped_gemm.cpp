@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compile_worker.hpp"
 #include "error.hpp"
 #include "gpu_util.hpp"
 #include "ops.hpp"
@@ -171,6 +172,7 @@ class GroupedGemm : public ::testing::TestWithParam<std::tuple<Case, bool>> {
     RuntimeOptions o;
     o.cache_dir = cache_->path().string();
     o.aot_dir = "";
+    o.stand_ins = false;  // the routes' programs themselves (StandIn tests the stand-ins)
     rt_ = new Runtime(o);  // one runtime: each program compiles once for the whole suite
   }
   static void TearDownTestSuite() {
@@ -659,6 +661,76 @@ TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
     EXPECT_NE(what.find("workspace_per_sm needs \"counters\": 1024"), std::string::npos) << what;
   }
   for (auto v : DW.download<uint8_t>()) ASSERT_EQ(v, 0xff);
+}
+
+// A first call with nothing compiled runs the stand-in of fwd's and dgrad's Hopper program
+// while the program compiles; a later one runs the program. Both give the same bits on every
+// case (the stand-ins of a runtime whose program compiles are refused serve every call).
+TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
+  CAKE_SKIP_WITHOUT_GPU();
+  test::PrimaryContext ctx;
+  const std::string fwd = "gg_sm90_fwd_128x256_s4_r16_c1", dgrad = "gg_sm90_dgrad_128x256_s4_r16_c1";
+  test::TempDir cache;
+  RuntimeOptions o;
+  o.cache_dir = cache.path().string();
+  o.aot_dir = "";
+  Runtime rt(o);  // stand-ins on, as by default
+  if (rt.context_for(0).info->arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the stand-ins are sm_90a programs";
+  RuntimeOptions q = o;
+  q.cache_dir = "";
+  q.compile = [&](const RenderedProgram& p, const Arch& a, const std::vector<std::string>& opts) {
+    if (p.name == fwd || p.name == dgrad)
+      throw CompileError("refused by the test", p.name, a.str(), p.source_hash, opts, "");
+    return compile_isolated(p, a, opts);
+  };
+  Runtime stand_ins_only(q);
+  RuntimeOptions f = o;
+  f.stand_ins = false;
+  Runtime full(f);
+
+  {  // the user's path: the first launch is the stand-in's, the one after the compile the program's
+    const Case c{"E4_skewed", 4, 1000, 256, 192, Sizes::skewed};
+    Operands in(c.e, c.m + kTail, c.n, c.k, group_sizes(c), 21);
+    Dev Y(DType::bf16, {c.m + kTail, c.n});
+    Launch first = ops::prepare_grouped_gemm_fwd(rt, Y.dl, in.X.dl, in.W.dl, in.O.dl);
+    EXPECT_NE(first.describe().find("run by its stand-in " + fwd + "_compact while it compiles"), std::string::npos)
+        << first.describe();
+    EXPECT_EQ(rt.loader().stats().stand_ins.load(), 1);
+    Y.poison();
+    first.launch(nullptr);
+    const auto a = Y.download<uint8_t>();
+    rt.loader().wait_background();
+    Launch later = ops::prepare_grouped_gemm_fwd(rt, Y.dl, in.X.dl, in.W.dl, in.O.dl);
+    EXPECT_EQ(later.describe().find("stand-in"), std::string::npos) << later.describe();
+    Y.poison();
+    later.launch(nullptr);
+    EXPECT_EQ(Y.download<uint8_t>(), a) << "the stand-in's bits differ from the program's";
+    EXPECT_EQ(rt.loader().stats().stand_ins.load(), 1);
+  }
+
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    const int64_t Mt = c.m + kTail;
+    Operands in(c.e, Mt, c.n, c.k, group_sizes(c), uint64_t(c.e * 31 + c.m));
+    Dev Y(DType::bf16, {Mt, c.n}), DX(DType::bf16, {Mt, c.k});
+    auto run = [](const Launch& l, Dev& out) {
+      out.poison();
+      l.launch(nullptr);
+      return out.download<uint8_t>();
+    };
+    const Launch f_full = ops::prepare_grouped_gemm_fwd(full, Y.dl, in.X.dl, in.W.dl, in.O.dl);
+    const Launch f_quick = ops::prepare_grouped_gemm_fwd(stand_ins_only, Y.dl, in.X.dl, in.W.dl, in.O.dl);
+    const Launch d_full = ops::prepare_grouped_gemm_dgrad(full, DX.dl, in.G.dl, in.W.dl, in.O.dl);
+    const Launch d_quick = ops::prepare_grouped_gemm_dgrad(stand_ins_only, DX.dl, in.G.dl, in.W.dl, in.O.dl);
+    if (c.m > 0) {
+      EXPECT_NE(f_quick.describe().find("stand-in " + fwd + "_compact"), std::string::npos) << f_quick.describe();
+      EXPECT_NE(d_quick.describe().find("stand-in " + dgrad + "_compact"), std::string::npos) << d_quick.describe();
+      EXPECT_EQ(f_full.describe().find("stand-in"), std::string::npos) << f_full.describe();
+      EXPECT_EQ(d_full.describe().find("stand-in"), std::string::npos) << d_full.describe();
+    }
+    EXPECT_EQ(run(f_quick, Y), run(f_full, Y)) << "fwd";
+    EXPECT_EQ(run(d_quick, DX), run(d_full, DX)) << "dgrad";
+  }
 }
 
 }  // namespace

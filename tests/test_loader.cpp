@@ -5,7 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <csignal>
 #include <chrono>
 #include <fstream>
@@ -144,6 +147,104 @@ TEST(Loader, CompileFailureIsRecordedOnceAndRethrown) {
   EXPECT_EQ(calls.load(), 1);
   EXPECT_TRUE(std::filesystem::exists(dump.path() / "ew_add_f32_v1.sm_90a.cu"));
   EXPECT_TRUE(std::filesystem::exists(dump.path() / "smxx_elementwise.cuh"));
+}
+
+// A program with a stand-in that must compile: the call gets the stand-in (compiled now) and the
+// program compiles on a background thread; once it is in, calls get it. With the program in
+// the disk cache (a new process) or stand-ins off, the stand-in is never compiled.
+TEST(Loader, StandInServesWhileTheProgramCompilesInTheBackground) {
+  auto reg = Registry::load_default();
+  const Program& full = *reg->program("gg_sm90_fwd_128x256_s4_r16_c1");
+  const Program& quick = *reg->program(full.stand_in);
+  const Build& full_build = *reg->build(full.name, kHopper);
+  const Build& quick_build = *reg->build(quick.name, kHopper);
+  test::TempDir dir;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<std::string> compiled;
+  LoaderOptions o;
+  o.cache_dir = dir.path();
+  o.nvrtc_version = [] { return std::string("13.0"); };
+  o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
+    std::unique_lock lock(mu);
+    compiled.push_back(p.name);
+    if (p.name == full.name) cv.wait(lock, [&] { return release; });  // a slow compile
+    return fake_binary(p);
+  };
+  {
+    Loader loader(o);
+    for (int i = 0; i < 3; ++i) {  // the program is still compiling: the stand-in serves
+      ServedBinary s = loader.serve(full, full_build, &quick, &quick_build);
+      EXPECT_TRUE(s.stand_in);
+      EXPECT_EQ(s.build, &quick_build);
+      EXPECT_NE(s.binary->cubin.find(quick.name), std::string::npos);
+    }
+    EXPECT_EQ(loader.stats().stand_ins.load(), 3);
+    {
+      std::lock_guard lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+    loader.wait_background();
+    ServedBinary s = loader.serve(full, full_build, &quick, &quick_build);
+    EXPECT_FALSE(s.stand_in);
+    EXPECT_EQ(s.build, &full_build);
+    EXPECT_NE(s.binary->cubin.find("for " + full.name), std::string::npos);
+    EXPECT_EQ(loader.stats().compiles.load(), 2);
+  }
+  std::sort(compiled.begin(), compiled.end());
+  EXPECT_EQ(compiled, (std::vector<std::string>{full.name, quick.name}));
+  {
+    Loader next(o);  // a new process: the disk cache serves the program itself
+    ServedBinary s = next.serve(full, full_build, &quick, &quick_build);
+    EXPECT_FALSE(s.stand_in);
+    EXPECT_EQ(s.binary->from, ServedFrom::disk);
+    EXPECT_EQ(next.stats().stand_ins.load(), 0);
+  }
+  test::TempDir empty;
+  o.cache_dir = empty.path();
+  o.stand_ins = false;
+  release = true;
+  Loader off(o);
+  ServedBinary s = off.serve(full, full_build, &quick, &quick_build);
+  EXPECT_FALSE(s.stand_in);
+  EXPECT_EQ(s.binary->from, ServedFrom::jit);
+  EXPECT_EQ(compiled.size(), 3u);  // the program only
+}
+
+// The background compile fails: the stand-in keeps serving, and the failure is not retried.
+// The stand-in fails: the call waits for the program itself.
+TEST(Loader, StandInFailures) {
+  auto reg = Registry::load_default();
+  const Program& full = *reg->program("gg_sm90_dgrad_128x256_s4_r16_c1");
+  const Program& quick = *reg->program(full.stand_in);
+  const Build& fb = *reg->build(full.name, kHopper);
+  const Build& qb = *reg->build(quick.name, kHopper);
+  for (const std::string& failing : {full.name, quick.name}) {
+    std::atomic<int> calls{0};
+    LoaderOptions o;
+    o.compile = [&](const RenderedProgram& p, const Arch& a, const std::vector<std::string>& opts) -> CompiledBinary {
+      ++calls;
+      if (p.name == failing)
+        throw CompileError("nvrtcCompileProgram: NVRTC_ERROR_COMPILATION", p.name, a.str(), p.source_hash, opts, "error");
+      return fake_binary(p);
+    };
+    Loader loader(o);
+    ServedBinary first = loader.serve(full, fb, &quick, &qb);
+    loader.wait_background();
+    ServedBinary second = loader.serve(full, fb, &quick, &qb);
+    if (failing == full.name) {
+      EXPECT_TRUE(first.stand_in);
+      EXPECT_TRUE(second.stand_in);
+    } else {
+      EXPECT_FALSE(first.stand_in);
+      EXPECT_EQ(first.build, &fb);
+      EXPECT_FALSE(second.stand_in);
+    }
+    EXPECT_EQ(calls.load(), 2) << failing;  // each compiled (or failed) once
+    EXPECT_EQ(loader.stats().failures.load(), 1) << failing;
+  }
 }
 
 TEST(Loader, DiskCacheServesASecondLoader) {
