@@ -79,6 +79,17 @@ TEST(Cli, ListPrograms) {
   for (const auto& p : reg->programs()) builds += p.archs.size();
   EXPECT_EQ(j.size(), builds);
   EXPECT_EQ(j[0]["source_hash"].get<std::string>().size(), 64u);
+  // The programs with a stand-in name it, in the table and the JSON.
+  r = run(kCakec + " list-programs --family grouped_gemm --arch sm_90a");
+  const size_t row = r.out.find("\ngg_sm90_fwd_128x256_s4_r16_c1 ");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  const std::string line = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
+  EXPECT_NE(line.find(" gg_sm90_fwd_128x256_s4_r16_c1_compact "), std::string::npos) << line;
+  bool named = false;
+  for (const auto& b : j)
+    if (b["program"] == "gg_sm90_dgrad_128x256_s4_r16_c1")
+      named = b.value("stand_in", "") == "gg_sm90_dgrad_128x256_s4_r16_c1_compact";
+  EXPECT_TRUE(named);
 }
 
 TEST(Cli, PlanExplainsTheChoice) {

@@ -138,7 +138,8 @@ int list_programs(const Globals& g, const ListProgramsArgs& a) {
       auto av = ctx.rule->check_build(*b);
       std::string served = av.available() ? cake::served_by_name(av.by) : "-(" + av.reason + ")";
       rows.push_back({p.name, p.family, pa.str(), b->min_cuda.str(), b->source_hash.substr(0, 12),
-                      served, p.kernels.front() + (p.kernels.size() > 1 ? " ..." : "")});
+                      served, p.stand_in.empty() ? "-" : p.stand_in,
+                      p.kernels.front() + (p.kernels.size() > 1 ? " ..." : "")});
       out.push_back({{"program", p.name},
                      {"family", p.family},
                      {"template", p.templ},
@@ -149,13 +150,14 @@ int list_programs(const Globals& g, const ListProgramsArgs& a) {
                      {"served", served},
                      {"kernels", p.kernels},
                      {"params", p.params}});
+      if (!p.stand_in.empty()) out.back()["stand_in"] = p.stand_in;
     }
   }
   if (a.json) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  std::cout << format_table({"PROGRAM", "FAMILY", "ARCH", "MIN_CUDA", "SOURCE", "SERVED", "KERNEL"}, rows);
+  std::cout << format_table({"PROGRAM", "FAMILY", "ARCH", "MIN_CUDA", "SOURCE", "SERVED", "STAND_IN", "KERNEL"}, rows);
   std::cout << rows.size() << " builds\n";
   return kOk;
 }
