@@ -416,10 +416,12 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
 
 }  // namespace sm90
 
-// kCompact: fwd and dgrad run the k blocks that write the previous tile's slices as one loop
-// (one copy of the k block, as BF16 wgrad always does): a cold NVRTC compile about half as
-// long, the same bits, 1-3 % slower. The registry serves it as the stand-in of the unrolled
-// program while that one compiles (runtime/loader.hpp).
+// kCompact: the same bits from less code, for a shorter cold NVRTC compile (the registry
+// serves it as the stand-in of the program without it while that one compiles,
+// runtime/loader.hpp). fwd and dgrad run the k blocks that write the previous tile's slices
+// as one loop (one copy of the k block, as BF16 wgrad always does): about half the compile,
+// 1-3 % slower. BF16 wgrad does not overlap its epilogue (no held tile, no slice writes in
+// the k loop).
 template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster,
           bool kCompact = false>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
@@ -437,7 +439,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   // 192 columns), a tile's epilogue overlaps the next tile's main loop.
   using Held = typename HeldTile<OutT, kBN>::type;
   constexpr int kHeld = int(sizeof(Held) / 4);
-  constexpr bool kOverlapEpilogue = kBN / 2 + kHeld <= 192;
+  constexpr bool kOverlapEpilogue = kBN / 2 + kHeld <= 192 && !(kCompact && kOp == kOpWgrad);
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
   constexpr int kTransA = kOp == kOpWgrad ? 1 : 0;  // A is MN-major
   constexpr int kTransB = kOp == kOpFwd ? 0 : 1;    // B is MN-major
@@ -849,10 +851,19 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         hold(acc, held);
         prev = tile, pending = stores ? epilogue_kind(tile) : 0;
       }
-    } else {  // FP32 out at 256 columns: the tensor cores wait for each epilogue
+    } else {  // FP32 out at 256 columns, compact BF16 wgrad: the tensor cores wait for each epilogue
       while (take(tile)) {
-        mainloop(acc, tile, acc, tile, 0);
-        if (pass_on(acc, tile)) finish(acc, tile, epilogue_kind(tile), 0);
+        if constexpr (sizeof(OutT) == 4) {
+          mainloop(acc, tile, acc, tile, 0);
+          if (pass_on(acc, tile)) finish(acc, tile, epilogue_kind(tile), 0);
+        } else {
+          Held held{};
+          mainloop(acc, tile, held, tile, 0);  // kPeeled = 0: no k block reads `held`
+          if (pass_on(acc, tile)) {
+            hold(acc, held);
+            finish(held, tile, epilogue_kind(tile), 0);
+          }
+        }
       }
     }
     if (ctid % 128 == 0) bulk_wait_read<0>();  // shared memory stays valid until TMA has read it

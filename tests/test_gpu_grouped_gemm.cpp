@@ -663,13 +663,14 @@ TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
   for (auto v : DW.download<uint8_t>()) ASSERT_EQ(v, 0xff);
 }
 
-// A first call with nothing compiled runs the stand-in of fwd's and dgrad's Hopper program
-// while the program compiles; a later one runs the program. Both give the same bits on every
-// case (the stand-ins of a runtime whose program compiles are refused serve every call).
+// A first call with nothing compiled runs the stand-in of fwd's, dgrad's or BF16 wgrad's Hopper
+// program while the program compiles; a later one runs the program. Both give the same bits on
+// every case (the stand-ins of a runtime whose program compiles are refused serve every call).
 TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
   CAKE_SKIP_WITHOUT_GPU();
   test::PrimaryContext ctx;
-  const std::string fwd = "gg_sm90_fwd_128x256_s4_r16_c1", dgrad = "gg_sm90_dgrad_128x256_s4_r16_c1";
+  const std::string fwd = "gg_sm90_fwd_128x256_s4_r16_c1", dgrad = "gg_sm90_dgrad_128x256_s4_r16_c1",
+                    wgrad = "gg_sm90_wgrad_bf16_128x256_s4_r16_c1";
   test::TempDir cache;
   RuntimeOptions o;
   o.cache_dir = cache.path().string();
@@ -679,7 +680,7 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
   RuntimeOptions q = o;
   q.cache_dir = "";
   q.compile = [&](const RenderedProgram& p, const Arch& a, const std::vector<std::string>& opts) {
-    if (p.name == fwd || p.name == dgrad)
+    if (p.name == fwd || p.name == dgrad || p.name == wgrad)
       throw CompileError("refused by the test", p.name, a.str(), p.source_hash, opts, "");
     return compile_isolated(p, a, opts);
   };
@@ -712,7 +713,7 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     SCOPED_TRACE(c.name);
     const int64_t Mt = c.m + kTail;
     Operands in(c.e, Mt, c.n, c.k, group_sizes(c), uint64_t(c.e * 31 + c.m));
-    Dev Y(DType::bf16, {Mt, c.n}), DX(DType::bf16, {Mt, c.k});
+    Dev Y(DType::bf16, {Mt, c.n}), DX(DType::bf16, {Mt, c.k}), DW(DType::bf16, {c.e, c.n, c.k});
     auto run = [](const Launch& l, Dev& out) {
       out.poison();
       l.launch(nullptr);
@@ -722,14 +723,19 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     const Launch f_quick = ops::prepare_grouped_gemm_fwd(stand_ins_only, Y.dl, in.X.dl, in.W.dl, in.O.dl);
     const Launch d_full = ops::prepare_grouped_gemm_dgrad(full, DX.dl, in.G.dl, in.W.dl, in.O.dl);
     const Launch d_quick = ops::prepare_grouped_gemm_dgrad(stand_ins_only, DX.dl, in.G.dl, in.W.dl, in.O.dl);
+    const Launch w_full = ops::prepare_grouped_gemm_wgrad(full, DW.dl, in.G.dl, in.X.dl, in.O.dl, false);
+    const Launch w_quick = ops::prepare_grouped_gemm_wgrad(stand_ins_only, DW.dl, in.G.dl, in.X.dl, in.O.dl, false);
     if (c.m > 0) {
       EXPECT_NE(f_quick.describe().find("stand-in " + fwd + "_compact"), std::string::npos) << f_quick.describe();
       EXPECT_NE(d_quick.describe().find("stand-in " + dgrad + "_compact"), std::string::npos) << d_quick.describe();
       EXPECT_EQ(f_full.describe().find("stand-in"), std::string::npos) << f_full.describe();
       EXPECT_EQ(d_full.describe().find("stand-in"), std::string::npos) << d_full.describe();
+      EXPECT_NE(w_quick.describe().find("stand-in " + wgrad + "_compact"), std::string::npos) << w_quick.describe();
+      EXPECT_EQ(w_full.describe().find("stand-in"), std::string::npos) << w_full.describe();
     }
     EXPECT_EQ(run(f_quick, Y), run(f_full, Y)) << "fwd";
     EXPECT_EQ(run(d_quick, DX), run(d_full, DX)) << "dgrad";
+    EXPECT_EQ(run(w_quick, DW), run(w_full, DW)) << "wgrad";
   }
 }
 

@@ -122,11 +122,12 @@ TEST(Registry, StandIn) {
   EXPECT_THROW(load(bad), RegistryError);
 }
 
-// The embedded registry: fwd and dgrad's Hopper programs have compact stand-ins, which no
-// route names (they only ever serve in their program's place).
+// The embedded registry: fwd's, dgrad's and BF16 wgrad's Hopper programs have compact
+// stand-ins, which no route names (they only ever serve in their program's place).
 TEST(Registry, EmbeddedStandIns) {
   auto reg = Registry::load_default();
-  for (const char* name : {"gg_sm90_fwd_128x256_s4_r16_c1", "gg_sm90_dgrad_128x256_s4_r16_c1"}) {
+  for (const char* name : {"gg_sm90_fwd_128x256_s4_r16_c1", "gg_sm90_dgrad_128x256_s4_r16_c1",
+                           "gg_sm90_wgrad_bf16_128x256_s4_r16_c1"}) {
     const Program* p = reg->program(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->stand_in, std::string(name) + "_compact");
@@ -137,6 +138,7 @@ TEST(Registry, EmbeddedStandIns) {
       for (const auto& c : r.candidates)
         for (const auto& st : c.stages) EXPECT_NE(st.program, s->name) << c.name;
   }
+  EXPECT_EQ(reg->program("gg_sm90_wgrad_f32_128x256_s4_r16_c1")->stand_in, "");
 }
 
 TEST(Registry, BadRange) {
