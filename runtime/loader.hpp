@@ -4,10 +4,10 @@
 // once, it is loaded or compiled once and they all get it.
 //
 // Stand-ins (Program::stand_in): when a program with a stand-in would have to be compiled,
-// the call compiles (or loads) the stand-in, which computes the same bits and compiles in
-// about half the time, and the program compiles on a background thread into memory and the
-// disk cache; calls after that get the program itself. A background failure is logged and
-// the stand-in keeps serving.
+// the call compiles (or loads) the stand-in, which computes the same bits and compiles
+// faster, and the program compiles on a background thread into memory and the disk cache;
+// calls after that get the program itself. A background failure is logged and the stand-in
+// keeps serving.
 #pragma once
 #include <cuda.h>
 
