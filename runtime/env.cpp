@@ -34,15 +34,16 @@ std::optional<std::string> dump_dir() { return get("CAKE_DUMP_DIR"); }
 std::optional<std::string> nvrtc_path() { return get("CAKE_NVRTC_PATH"); }
 std::optional<std::string> libcuda_path() { return get("CAKE_LIBCUDA_PATH"); }
 
-bool stand_ins_enabled() {
-  auto v = get("CAKE_JIT_STAND_IN");
+namespace {
+// A switch that is on unless set to 0, off or false.
+bool on_unless_off(const char* name) {
+  auto v = get(name);
   return !(v && (*v == "0" || *v == "off" || *v == "false"));
 }
+}  // namespace
 
-bool jit_enabled() {
-  auto v = get("CAKE_JIT");
-  return !(v && (*v == "0" || *v == "off" || *v == "false"));
-}
+bool stand_ins_enabled() { return on_unless_off("CAKE_JIT_STAND_IN"); }
+bool jit_enabled() { return on_unless_off("CAKE_JIT"); }
 
 std::string log_level() { return get("CAKE_LOG_LEVEL").value_or("warn"); }
 

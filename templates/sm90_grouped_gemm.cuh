@@ -32,8 +32,8 @@
 // 16-byte chunks of the group's rows instead, since a TMA box would write the next group's
 // rows. A finished tile moves into held registers (BF16: packed pairs, half the
 // accumulators' registers; FP32: a copy, up to 192 columns), and its slices are written
-// during the next tile's first k blocks, while their wgmma run. FP32 out at 128 x 256 has no room for that: the tensor cores wait
-// for its epilogue. The k loop after those blocks is not unrolled (no faster unrolled, and
+// during the next tile's first k blocks, while their wgmma run. FP32 out at 128 x 256 has no
+// room for that: the tensor cores wait for its epilogue. The k loop after those blocks is not unrolled (no faster unrolled, and
 // each copy of a k block costs a cold NVRTC compile about 0.2 s on the CPU machine).
 //
 // Operand layouts (128-byte swizzle everywhere, one 64-element K block per stage):
