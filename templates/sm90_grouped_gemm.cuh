@@ -32,9 +32,10 @@
 // 16-byte chunks of the group's rows instead, since a TMA box would write the next group's
 // rows. A finished tile moves into held registers (BF16: packed pairs, half the
 // accumulators' registers; FP32: a copy, up to 192 columns), and its slices are written
-// during the next tile's first k blocks, while their wgmma run. FP32 out at 128 x 256 has no
-// room for that: the tensor cores wait for its epilogue. The k loop after those blocks is not unrolled (no faster unrolled, and
-// each copy of a k block costs a cold NVRTC compile about 0.2 s on the CPU machine).
+// during the next tile's first k blocks, while their wgmma run. FP32 out at 128 x 256 holds
+// its last 4 of 8 slices; the tensor cores wait for the first 4 only. The k loop after those
+// blocks is not unrolled (no faster unrolled, and each copy of a k block costs a cold NVRTC
+// compile about 0.2 s on the CPU machine).
 //
 // Operand layouts (128-byte swizzle everywhere, one 64-element K block per stage):
 //   K-major operand (X, G as A; W as B in fwd): rows of 64 K elements = 128 B, as TMA writes
@@ -242,7 +243,8 @@ __device__ __forceinline__ void wgmma(float (&d)[kBN / 2], unsigned long long da
 }
 
 // The registers a finished tile is held in until its epilogue has stored it: BF16 pairs
-// packed into one word each (the bits that are stored), FP32 values as they are.
+// packed into one word each (the bits that are stored), FP32 values as they are (indexed as
+// the accumulators; where only the last slices are held, the first words stay unused).
 template <typename OutT, int kBN>
 struct HeldTile {
   using type = unsigned[kBN / 4];
@@ -433,13 +435,20 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
   static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
   static_assert(!kAccumulate || sizeof(OutT) == 4, "accumulate is fused for FP32 out only");
-  // A finished tile is held for its epilogue in kHeld registers: BF16 pairs packed into one
-  // word (as they are stored), FP32 values as they are. Where the accumulators and the held
-  // tile fit in 192 of the 232 registers a consumer thread gets (BF16 out, or FP32 out up to
-  // 192 columns), a tile's epilogue overlaps the next tile's main loop.
+  // The epilogue writes a tile in kSlices slices of 128-byte rows; a slice is 16 registers of
+  // a consumer thread (64 rows x kSliceCols over 128 threads; BF16 packed in pairs). A finished
+  // tile's last kHeldSlices slices are held in registers beside the accumulators (192 of the
+  // 232 a consumer thread gets) and written while the next tile's main loop runs; the first
+  // kDirect slices, which do not fit (FP32 out at 256 columns: 4 of 8), are written from the
+  // accumulators before it starts, while the tensor cores wait.
   using Held = typename HeldTile<OutT, kBN>::type;
-  constexpr int kHeld = int(sizeof(Held) / 4);
-  constexpr bool kOverlapEpilogue = kBN / 2 + kHeld <= 192 && !(kCompact && kOp == kOpWgrad);
+  constexpr int kHeldWords = int(sizeof(Held) / 4);
+  constexpr int kSliceCols = 128 / sizeof(OutT);
+  constexpr int kSlices = kBN / kSliceCols;
+  constexpr int kHeldSlices = (192 - kBN / 2) / 16 < kSlices ? (192 - kBN / 2) / 16 : kSlices;
+  constexpr int kDirect = kSlices - kHeldSlices;
+  static_assert(kDirect == 0 || sizeof(OutT) == 4, "a BF16 tile is held whole (masked stores read it)");
+  constexpr bool kOverlapEpilogue = kHeldSlices > 0 && !(kCompact && kOp == kOpWgrad);
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
   constexpr int kTransA = kOp == kOpWgrad ? 1 : 0;  // A is MN-major
   constexpr int kTransB = kOp == kOpFwd ? 0 : 1;    // B is MN-major
@@ -610,21 +619,21 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // by TMA, so each store drains while the main loop runs. A row block that ends inside its
     // group (fwd, dgrad) goes out of the slice buffer by plain stores of its group's rows
     // instead, since a TMA box would write the next group's rows.
-    constexpr int kSliceCols = 128 / sizeof(OutT);
-    constexpr int kSlices = kBN / kSliceCols;
-    // With the overlapped epilogue, slice s of the previous tile is written at k block s of
-    // the next one, between its wgmma issue and wait. ptxas serialises every wgmma if an
+    // With the overlapped epilogue, held slice i (the tile's slice kDirect + i) of the previous
+    // tile is written at k block i of the next one, between its wgmma issue and wait. ptxas serialises every wgmma if an
     // accumulator is read on a branch there, so those slices are written whatever the
     // previous tile needs (only the TMA store is conditional). Indices into the held tile must
     // be constants (it stays in registers only if every one is). For BF16 wgrad the k loop is
     // one loop whose first kPeeled blocks write a slice, picking its registers by a compare
     // chain over the constant indices (store_slice_at): one copy of the k block for a cold
-    // compile instead of kPeeled + 1, and no slower. fwd and dgrad unroll those blocks unless
-    // kCompact: the loop costs them 1-3 % on the H200, about 0.8 k block a tile (moving the
-    // held words instead cost 1 %), which E = 4 rows level with cuBLAS cannot give
-    // (docs/perf.md). FP32 out unrolls them too (the loop spills there).
-    constexpr bool kRolledSlices = kOverlapEpilogue && sizeof(OutT) == 2 && (kOp == kOpWgrad || kCompact);
-    constexpr int kPeeled = kOverlapEpilogue ? kSlices : 0;
+    // compile instead of kPeeled + 1, and no slower. So does FP32 wgrad at 256 columns (64 held
+    // registers, as BF16). fwd and dgrad unroll those blocks unless kCompact: the loop costs
+    // them 1-3 % on the H200, about 0.8 k block a tile (moving the held words instead cost
+    // 1 %), which E = 4 rows level with cuBLAS cannot give (docs/perf.md). FP32 out holding a
+    // whole tile (up to 192 columns) unrolls them too (the loop spills there).
+    constexpr bool kRolledSlices =
+        kOverlapEpilogue && (sizeof(OutT) == 2 || kDirect > 0) && (kOp == kOpWgrad || kCompact);
+    constexpr int kPeeled = kOverlapEpilogue ? kHeldSlices : 0;
 
     // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
     // nothing), or -1 the masked stores.
@@ -692,15 +701,16 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         }
       }
     };
-    // Writes slice `s` (a run-time index) from its own registers: a compare chain over the
-    // constant indices, so the held tile stays in registers and nothing moves.
+    // Writes held slice `s` (a run-time index, kDirect <= s < kSlices) from its own registers:
+    // a compare chain over the constant indices, so the held tile stays in registers and
+    // nothing moves.
     auto store_slice_at = [&](const Held& held, const Tile& tile, int s, bool store) {
 #pragma unroll
-      for (int q = 0; q < kSlices; ++q)
+      for (int q = kDirect; q < kSlices; ++q)
         if (s == q) store_slice(held, tile, q, store);
     };
-    // The epilogue of `tile` from slice `from` on (masked stores: all of them); the first
-    // `from` slices were written during the next tile's k blocks.
+    // The epilogue of `tile` from slice `from` on (masked stores: all of them); the slices
+    // before `from` were written from the accumulators or during the next tile's k blocks.
     auto finish = [&](const Held& held, const Tile& tile, int kind, int from) {
       if constexpr (kRolledSlices && kOp == kOpWgrad) {  // wgrad: always TMA, so the slices roll
         if (kind > 0) {
@@ -718,10 +728,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         }
       }
     };
-    // Moves a finished tile's accumulators into the held registers (BF16: rounded once, here).
+    // Moves a finished tile's held slices into the held registers (BF16: rounded once, here).
     auto hold = [&](const float(&acc)[kBN / 2], Held& held) {
 #pragma unroll
-      for (int i = 0; i < kHeld; ++i) {
+      for (int i = kDirect * 16; i < kHeldWords; ++i) {
         if constexpr (sizeof(OutT) == 4)
           held[i] = acc[i];
         else
@@ -729,8 +739,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       }
     };
 
-    // The main loop of one tile into `acc`; k block s < kPeeled writes slice s of `old`
-    // (`old_tile`'s held tile, whose epilogue is `old_kind`). Returns how many k blocks wrote one.
+    // The main loop of one tile into `acc`; k block i < kPeeled writes slice kDirect + i of
+    // `old` (`old_tile`'s held tile, whose epilogue is `old_kind`). Returns the first slice of
+    // `old` that no k block wrote.
     auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const Held& old, const Tile& old_tile, int old_kind) {
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
@@ -780,18 +791,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       int kb = tile.kb0;
       if constexpr (kRolledSlices) {
 #pragma unroll 1
-        for (; kb < tile.kb1; ++kb) k_block(kb, kb - tile.kb0, kb - tile.kb0 < kPeeled);
+        for (; kb < tile.kb1; ++kb) k_block(kb, kDirect + kb - tile.kb0, kb - tile.kb0 < kPeeled);
       } else {
 #pragma unroll
         for (int s = 0; s < kPeeled; ++s)
-          if (kb < tile.kb1) k_block(kb++, s, true);
+          if (kb < tile.kb1) k_block(kb++, kDirect + s, true);
 #pragma unroll 1
         for (; kb < tile.kb1; ++kb) k_block(kb, 0, false);
       }
       wgmma_wait<0>();
       fence_acc(acc);
       if (held >= 0 && lane == 0) release(held);
-      return kb - tile.kb0 < kPeeled ? kb - tile.kb0 : kPeeled;
+      return kDirect + (kb - tile.kb0 < kPeeled ? kb - tile.kb0 : kPeeled);
     };
 
     // A part of a split tile (Scheduler::plan_split): adds the previous parts' sum, in chain
@@ -835,23 +846,30 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
 
     float acc[kBN / 2];
     if constexpr (kOverlapEpilogue) {
-      // Tile i is held while tile i + 1's first k blocks write its slices (their wgmma run
-      // meanwhile); the rest are written once that main loop ends.
+      // Tile i's first kDirect slices are written from the accumulators; the rest are held
+      // while tile i + 1's first k blocks write them (their wgmma run meanwhile), and what is
+      // left once that main loop ends is written then.
       Held held;
 #pragma unroll
-      for (int i = 0; i < kHeld; ++i) held[i] = 0;
+      for (int i = kDirect * 16; i < kHeldWords; ++i) held[i] = 0;
       Tile prev{};
       int pending = 0;  // prev's epilogue_kind (0 before the first tile)
       for (;;) {
         const bool more = take(tile);
-        const int done = more ? mainloop(acc, tile, held, prev, pending) : 0;
-        finish(held, prev, pending, done);
+        const int from = more ? mainloop(acc, tile, held, prev, pending) : kDirect;
+        finish(held, prev, pending, from);
         if (!more) break;
         const bool stores = pass_on(acc, tile);
+        if constexpr (kDirect > 0) {  // FP32 wgrad: epilogue_kind is kSlices or 0, never masked
+          if (stores && epilogue_kind(tile) > 0) {
+#pragma unroll
+            for (int s = 0; s < kDirect; ++s) store_slice(acc, tile, s, true);
+          }
+        }
         hold(acc, held);
         prev = tile, pending = stores ? epilogue_kind(tile) : 0;
       }
-    } else {  // FP32 out at 256 columns, compact BF16 wgrad: the tensor cores wait for each epilogue
+    } else {  // compact wgrad: the tensor cores wait for each epilogue
       while (take(tile)) {
         if constexpr (sizeof(OutT) == 4) {
           mainloop(acc, tile, acc, tile, 0);
