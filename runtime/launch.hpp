@@ -18,6 +18,8 @@
 
 namespace cake {
 
+struct ProgramSwap;  // loader.hpp
+
 // Kernel arguments packed by value into one buffer, each at its natural alignment, the way
 // the compiler lays out a kernel's parameters (a struct of them): offsets() are the
 // parameter offsets, and the buffer itself is 64-byte aligned, so an alignas(64) argument
@@ -59,6 +61,9 @@ struct LaunchStage {
   size_t memset_bytes = 0;
   std::string what;  // for describe(), when there is no plan (a zero fill)
   std::string stand_in;  // the program that runs in the planned one's place (Program::stand_in), if one does
+  // With a stand-in: the planned program's kernel once it is loaded, which every launch
+  // from then on runs instead (a graph captured before keeps the stand-in).
+  std::shared_ptr<const ProgramSwap> swap;
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned smem = 0;

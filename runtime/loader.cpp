@@ -65,9 +65,10 @@ ServedBinary Loader::serve(const Program& program, const Build& build, const Pro
     }
     {
       std::lock_guard lock(background_mu_);
-      background_.emplace_back([this, program, build, p = std::move(promise)]() mutable {
+      background_.emplace_back([this, program, build, key, p = std::move(promise)]() mutable {
         try {
           p.set_value(load(program, build));
+          fill_swaps(program, build, key);
         } catch (...) {
           ++stats_.failures;
           std::string why = "unknown error";
@@ -80,6 +81,9 @@ ServedBinary Loader::serve(const Program& program, const Build& build, const Pro
           warn_once("background:" + build.key(), "cake: the background compile of " + build.key() +
                                                      " failed (its stand-in keeps serving): " + why);
           p.set_exception(std::current_exception());
+          std::lock_guard lock(swap_mu_);
+          swaps_[key].done = true;  // nothing to swap to: the launches keep their stand-ins
+          swaps_[key].pending.clear();
         }
       });
     }
@@ -215,6 +219,61 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
   CachedBinary c{std::move(bin.cubin), std::move(bin.lowered_names)};
   if (disk_) disk_->put(key, program.name, c);
   return take(std::move(c), ServedFrom::jit);
+}
+
+std::shared_ptr<const ProgramSwap> Loader::swap_when_ready(const Program& program, const Build& build, int kernel,
+                                                           CUcontext ctx, int smem) {
+  auto swap = std::make_shared<ProgramSwap>();
+  const std::string key = build.key() + "#" + build.source_hash;
+  {
+    std::lock_guard lock(swap_mu_);
+    SwapList& list = swaps_[key];
+    if (!list.done) {
+      list.pending.push_back({kernel, ctx, smem, swap});
+      return swap;
+    }
+  }
+  // The background compile has finished: the program is in memory (or failed: stays null).
+  std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = binaries_.find(key); it != binaries_.end()) known = it->second;
+  }
+  bool ok = false;
+  if (known) {
+    try {
+      known->get();
+      ok = true;
+    } catch (...) {
+    }
+  }
+  if (ok) fill_swap(program, build, kernel, ctx, smem, *swap);
+  return swap;
+}
+
+void Loader::fill_swaps(const Program& program, const Build& build, const std::string& key) {
+  std::vector<PendingSwap> pending;
+  {
+    std::lock_guard lock(swap_mu_);
+    SwapList& list = swaps_[key];
+    list.done = true;
+    pending.swap(list.pending);
+  }
+  for (const PendingSwap& p : pending) fill_swap(program, build, p.kernel, p.ctx, p.smem, *p.swap);
+}
+
+void Loader::fill_swap(const Program& program, const Build& build, int kernel, CUcontext ctx, int smem,
+                       ProgramSwap& swap) {
+  try {
+    ContextGuard guard(ctx);  // on the background thread: the context the launch was prepared in
+    CUfunction f = function(program, build, kernel, ctx);
+    if (smem > 0) ensure_dynamic_smem(f, smem);
+    swap.function.store(f, std::memory_order_release);
+    ++stats_.swaps;
+  } catch (const std::exception& e) {
+    warn_once("swap:" + build.key(), "cake: cannot load " + build.key() + " in place of its stand-in (" + e.what() +
+                                          "); the stand-in keeps serving");
+  }
 }
 
 CUfunction Loader::function(const Program& program, const Build& build, int kernel, CUcontext ctx,

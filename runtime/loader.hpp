@@ -6,8 +6,9 @@
 // Stand-ins (Program::stand_in): when a program with a stand-in would have to be compiled,
 // the call compiles (or loads) the stand-in, which computes the same bits and compiles
 // faster, and the program compiles on a background thread into memory and the disk cache;
-// calls after that get the program itself. A background failure is logged and the stand-in
-// keeps serving.
+// calls after that get the program itself. A launch prepared with the stand-in swaps to the
+// program once the background thread has loaded it (ProgramSwap). A background failure is
+// logged and the stand-in keeps serving.
 #pragma once
 #include <cuda.h>
 
@@ -55,7 +56,15 @@ struct LoaderOptions {
 
 struct LoaderStats {
   std::atomic<int> memory_hits{0}, aot_loads{0}, disk_hits{0}, compiles{0}, failures{0},
-      module_loads{0}, stand_ins{0};  // stand_ins: calls a stand-in served
+      module_loads{0}, stand_ins{0},  // stand_ins: calls a stand-in served
+      swaps{0};                       // swaps: their kernels whose program has since replaced them
+};
+
+// A kernel that a stand-in runs for now: `function` becomes the program's kernel (loaded in
+// the same context, dynamic shared memory opted in) once its background compile is done, and
+// stays null if that compile fails. Read with one atomic load per launch.
+struct ProgramSwap {
+  std::atomic<CUfunction> function{nullptr};
 };
 
 // What to run for a call: the build's binary, or its stand-in's while the build compiles.
@@ -87,6 +96,12 @@ class Loader {
   CUfunction function(const Program& program, const Build& build, int kernel, CUcontext ctx,
                       const Program* stand_in = nullptr, const Build* stand_in_build = nullptr,
                       bool* stood_in = nullptr);
+  // For a kernel that function() returned from a stand-in: where the program's kernel
+  // `kernel` (in `ctx`, which must be current, opted in to `smem` bytes of dynamic shared
+  // memory) appears once the program is loaded. Filled by the background compile's thread,
+  // or here if that has already finished.
+  std::shared_ptr<const ProgramSwap> swap_when_ready(const Program& program, const Build& build, int kernel,
+                                                     CUcontext ctx, int smem);
 
   // Lets `f` (a kernel of this loader, its context current) take `bytes` of dynamic shared
   // memory: above the 48 KiB default a kernel must opt in (cuFuncSetAttribute), once per
@@ -115,8 +130,26 @@ class Loader {
   std::mutex module_mu_;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedModule>> modules_;
   std::map<CUfunction, int> dynamic_smem_;  // under module_mu_: the size each function opted in to
+  // Loads the program's kernel into `ctx` and publishes it in `swap`; failures are logged and
+  // leave the stand-in serving.
+  void fill_swap(const Program& program, const Build& build, int kernel, CUcontext ctx, int smem,
+                 ProgramSwap& swap);
+  void fill_swaps(const Program& program, const Build& build, const std::string& key);
+
   std::mutex background_mu_;
   std::vector<std::thread> background_;  // compiles of programs whose stand-in serves
+  struct PendingSwap {
+    int kernel;
+    CUcontext ctx;
+    int smem;
+    std::shared_ptr<ProgramSwap> swap;
+  };
+  struct SwapList {
+    bool done = false;  // the background compile has finished: no more entries
+    std::vector<PendingSwap> pending;
+  };
+  std::mutex swap_mu_;
+  std::map<std::string, SwapList> swaps_;  // by the program build's binaries_ key
 };
 
 }  // namespace cake

@@ -87,7 +87,7 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
     }
     LaunchStage ls;
     // A program with a stand-in that would have to compile first runs the stand-in (the same
-    // bits) in this launch, and compiles in the background for later ones.
+    // bits) until it has compiled in the background.
     const Program* stand_in = s.program->stand_in.empty() ? nullptr : rt.registry().program(s.program->stand_in);
     const Build* stand_in_build = stand_in ? rt.registry().build(stand_in->name, s.build->arch) : nullptr;
     bool stood_in = false;
@@ -97,6 +97,8 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
     // Kernels above the 48 KiB default opt in once; the planner has already passed over
     // programs that need more than the device allows.
     if (ls.function && ls.smem > 0) rt.loader().ensure_dynamic_smem(ls.function, int(ls.smem));
+    // Launches after the program has compiled run it instead.
+    if (stood_in) ls.swap = rt.loader().swap_when_ready(*s.program, *s.build, s.kernel, dc.ctx, int(ls.smem));
     stages.push_back(std::move(ls));
   }
   return Launch(dc.ctx, plan, std::move(stages), std::move(scratch), std::move(counters), std::move(workspace));

@@ -51,6 +51,9 @@ Runtime::Runtime(RuntimeOptions opt) {
 }
 
 Runtime::~Runtime() {
+  // Background compiles load their programs into the contexts of launches that wait for them:
+  // done before those contexts are released.
+  if (loader_) loader_->wait_background();
   auto& drv = Driver::instance();
   if (!drv.available()) return;
   for (const auto& [ordinal, ctx] : primary_) {

@@ -664,8 +664,9 @@ TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
 }
 
 // A first call with nothing compiled runs the stand-in of fwd's, dgrad's or BF16 wgrad's Hopper
-// program while the program compiles; a later one runs the program. Both give the same bits on
-// every case (the stand-ins of a runtime whose program compiles are refused serve every call).
+// program while the program compiles; a later one runs the program, and so does the first
+// call's Launch once the program is loaded. Both give the same bits on every case (the
+// stand-ins of a runtime whose program compiles are refused serve every call).
 TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
   CAKE_SKIP_WITHOUT_GPU();
   test::PrimaryContext ctx;
@@ -701,6 +702,11 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     first.launch(nullptr);
     const auto a = Y.download<uint8_t>();
     rt.loader().wait_background();
+    EXPECT_EQ(rt.loader().stats().swaps.load(), 1) << "the first Launch did not get the program";
+    EXPECT_EQ(first.describe().find("stand-in"), std::string::npos) << first.describe();
+    Y.poison();
+    first.launch(nullptr);  // now the program's kernel
+    EXPECT_EQ(Y.download<uint8_t>(), a) << "the first Launch's bits changed with its kernel";
     Launch later = ops::prepare_grouped_gemm_fwd(rt, Y.dl, in.X.dl, in.W.dl, in.O.dl);
     EXPECT_EQ(later.describe().find("stand-in"), std::string::npos) << later.describe();
     Y.poison();
@@ -736,7 +742,13 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     EXPECT_EQ(run(f_quick, Y), run(f_full, Y)) << "fwd";
     EXPECT_EQ(run(d_quick, DX), run(d_full, DX)) << "dgrad";
     EXPECT_EQ(run(w_quick, DW), run(w_full, DW)) << "wgrad";
+    if (c.m > 0) {  // the refused programs never arrive: their launches keep the stand-ins
+      stand_ins_only.loader().wait_background();
+      EXPECT_NE(f_quick.describe().find("stand-in " + fwd + "_compact"), std::string::npos) << f_quick.describe();
+      EXPECT_EQ(run(f_quick, Y), run(f_full, Y)) << "fwd, after the refused compile";
+    }
   }
+  EXPECT_EQ(stand_ins_only.loader().stats().swaps.load(), 0);
 }
 
 }  // namespace
