@@ -65,8 +65,8 @@ std::string kind_tag(const OpSpec& op, const std::string& out, bool acc) {
   return op.index == 2 ? "_" + out + (acc ? "_acc" : "") : "";
 }
 
-// `compact`: the template's kCompact (fwd, dgrad, BF16 wgrad): the same bits from a kernel that
-// compiles faster and runs slower; it is the program's stand-in.
+// `compact`: the template's kCompact: the same bits from a kernel that compiles faster and runs
+// slower; it is the program's stand-in.
 ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t, const std::string& out, bool acc,
                          bool compact = false) {
   ProgramSpec p;
@@ -142,13 +142,11 @@ FamilySpec grouped_gemm_family() {
       const ProgramSpec pp = portable_program(op, portable, out, acc);
       // fwd and dgrad unroll the k blocks that write the previous tile's slices, and a cold
       // compile of that takes 0.9-1.6 s on the GPU machine's CPU; their compact programs
-      // (0.5-0.7 s) serve a first call while it compiles (docs/perf.md). BF16 wgrad (0.6-0.9 s)
-      // has one without the overlapped epilogue; FP32 out compiles in 0.5-0.7 s.
-      if (op.index != 2 || (out == "bf16" && !acc)) {
-        const ProgramSpec compact = sm90_program(op, sm90, out, acc, true);
-        hp.stand_in = compact.name;
-        f.programs.push_back(compact);
-      }
+      // (0.5-0.7 s) serve a first call while it compiles (docs/perf.md). wgrad's (BF16 0.7-0.9 s,
+      // FP32 about 0.95 s with the overlapped epilogue) have one without that epilogue.
+      const ProgramSpec compact = sm90_program(op, sm90, out, acc, true);
+      hp.stand_in = compact.name;
+      f.programs.push_back(compact);
       f.programs.push_back(hp);
       f.programs.push_back(pp);
       // wgrad names carry the out dtype (and accumulate); fwd and dgrad have one.

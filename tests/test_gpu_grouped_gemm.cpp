@@ -663,15 +663,16 @@ TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
   for (auto v : DW.download<uint8_t>()) ASSERT_EQ(v, 0xff);
 }
 
-// A first call with nothing compiled runs the stand-in of fwd's, dgrad's or BF16 wgrad's Hopper
-// program while the program compiles; a later one runs the program, and so does the first
+// A first call with nothing compiled runs the stand-in of a Hopper program (fwd, dgrad, wgrad
+// BF16 / FP32 / FP32 accumulate) while the program compiles; a later one runs the program, and so does the first
 // call's Launch once the program is loaded. Both give the same bits on every case (the
 // stand-ins of a runtime whose program compiles are refused serve every call).
 TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
   CAKE_SKIP_WITHOUT_GPU();
   test::PrimaryContext ctx;
   const std::string fwd = "gg_sm90_fwd_128x256_s4_r16_c1", dgrad = "gg_sm90_dgrad_128x256_s4_r16_c1",
-                    wgrad = "gg_sm90_wgrad_bf16_128x256_s4_r16_c1";
+                    wgrad = "gg_sm90_wgrad_bf16_128x256_s4_r16_c1", wgrad32 = "gg_sm90_wgrad_f32_128x256_s4_r16_c1",
+                    acc32 = "gg_sm90_wgrad_f32_acc_128x256_s4_r16_c1";
   test::TempDir cache;
   RuntimeOptions o;
   o.cache_dir = cache.path().string();
@@ -681,7 +682,7 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
   RuntimeOptions q = o;
   q.cache_dir = "";
   q.compile = [&](const RenderedProgram& p, const Arch& a, const std::vector<std::string>& opts) {
-    if (p.name == fwd || p.name == dgrad || p.name == wgrad)
+    if (p.name == fwd || p.name == dgrad || p.name == wgrad || p.name == wgrad32 || p.name == acc32)
       throw CompileError("refused by the test", p.name, a.str(), p.source_hash, opts, "");
     return compile_isolated(p, a, opts);
   };
@@ -719,11 +720,18 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     SCOPED_TRACE(c.name);
     const int64_t Mt = c.m + kTail;
     Operands in(c.e, Mt, c.n, c.k, group_sizes(c), uint64_t(c.e * 31 + c.m));
-    Dev Y(DType::bf16, {Mt, c.n}), DX(DType::bf16, {Mt, c.k}), DW(DType::bf16, {c.e, c.n, c.k});
+    Dev Y(DType::bf16, {Mt, c.n}), DX(DType::bf16, {Mt, c.k}), DW(DType::bf16, {c.e, c.n, c.k}),
+        DW32(DType::f32, {c.e, c.n, c.k});
     auto run = [](const Launch& l, Dev& out) {
       out.poison();
       l.launch(nullptr);
       return out.download<uint8_t>();
+    };
+    const auto out0 = test::random_floats(size_t(c.e * c.n * c.k), uint64_t(c.e + c.m), 4.0f);
+    auto run_acc = [&](const Launch& l) {  // out += dW from the same out0
+      DW32.upload(out0);
+      l.launch(nullptr);
+      return DW32.download<uint8_t>();
     };
     const Launch f_full = ops::prepare_grouped_gemm_fwd(full, Y.dl, in.X.dl, in.W.dl, in.O.dl);
     const Launch f_quick = ops::prepare_grouped_gemm_fwd(stand_ins_only, Y.dl, in.X.dl, in.W.dl, in.O.dl);
@@ -731,6 +739,10 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     const Launch d_quick = ops::prepare_grouped_gemm_dgrad(stand_ins_only, DX.dl, in.G.dl, in.W.dl, in.O.dl);
     const Launch w_full = ops::prepare_grouped_gemm_wgrad(full, DW.dl, in.G.dl, in.X.dl, in.O.dl, false);
     const Launch w_quick = ops::prepare_grouped_gemm_wgrad(stand_ins_only, DW.dl, in.G.dl, in.X.dl, in.O.dl, false);
+    const Launch w32_full = ops::prepare_grouped_gemm_wgrad(full, DW32.dl, in.G.dl, in.X.dl, in.O.dl, false);
+    const Launch w32_quick = ops::prepare_grouped_gemm_wgrad(stand_ins_only, DW32.dl, in.G.dl, in.X.dl, in.O.dl, false);
+    const Launch a32_full = ops::prepare_grouped_gemm_wgrad(full, DW32.dl, in.G.dl, in.X.dl, in.O.dl, true);
+    const Launch a32_quick = ops::prepare_grouped_gemm_wgrad(stand_ins_only, DW32.dl, in.G.dl, in.X.dl, in.O.dl, true);
     if (c.m > 0) {
       EXPECT_NE(f_quick.describe().find("stand-in " + fwd + "_compact"), std::string::npos) << f_quick.describe();
       EXPECT_NE(d_quick.describe().find("stand-in " + dgrad + "_compact"), std::string::npos) << d_quick.describe();
@@ -738,10 +750,15 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
       EXPECT_EQ(d_full.describe().find("stand-in"), std::string::npos) << d_full.describe();
       EXPECT_NE(w_quick.describe().find("stand-in " + wgrad + "_compact"), std::string::npos) << w_quick.describe();
       EXPECT_EQ(w_full.describe().find("stand-in"), std::string::npos) << w_full.describe();
+      EXPECT_NE(w32_quick.describe().find("stand-in " + wgrad32 + "_compact"), std::string::npos) << w32_quick.describe();
+      EXPECT_NE(a32_quick.describe().find("stand-in " + acc32 + "_compact"), std::string::npos) << a32_quick.describe();
+      EXPECT_EQ(a32_full.describe().find("stand-in"), std::string::npos) << a32_full.describe();
     }
     EXPECT_EQ(run(f_quick, Y), run(f_full, Y)) << "fwd";
     EXPECT_EQ(run(d_quick, DX), run(d_full, DX)) << "dgrad";
     EXPECT_EQ(run(w_quick, DW), run(w_full, DW)) << "wgrad";
+    EXPECT_EQ(run(w32_quick, DW32), run(w32_full, DW32)) << "wgrad f32";
+    EXPECT_EQ(run_acc(a32_quick), run_acc(a32_full)) << "wgrad f32 accumulate";
     if (c.m > 0) {  // the refused programs never arrive: their launches keep the stand-ins
       stand_ins_only.loader().wait_background();
       EXPECT_NE(f_quick.describe().find("stand-in " + fwd + "_compact"), std::string::npos) << f_quick.describe();

@@ -127,7 +127,8 @@ TEST(Registry, StandIn) {
 TEST(Registry, EmbeddedStandIns) {
   auto reg = Registry::load_default();
   for (const char* name : {"gg_sm90_fwd_128x256_s4_r16_c1", "gg_sm90_dgrad_128x256_s4_r16_c1",
-                           "gg_sm90_wgrad_bf16_128x256_s4_r16_c1"}) {
+                           "gg_sm90_wgrad_bf16_128x256_s4_r16_c1", "gg_sm90_wgrad_f32_128x256_s4_r16_c1",
+                           "gg_sm90_wgrad_f32_acc_128x256_s4_r16_c1"}) {
     const Program* p = reg->program(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->stand_in, std::string(name) + "_compact");
@@ -138,7 +139,7 @@ TEST(Registry, EmbeddedStandIns) {
       for (const auto& c : r.candidates)
         for (const auto& st : c.stages) EXPECT_NE(st.program, s->name) << c.name;
   }
-  EXPECT_EQ(reg->program("gg_sm90_wgrad_f32_128x256_s4_r16_c1")->stand_in, "");
+  EXPECT_EQ(reg->program("gg_portable_fwd_128x128x32_s4_w2x2")->stand_in, "");
 }
 
 TEST(Registry, BadRange) {
