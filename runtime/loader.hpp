@@ -88,7 +88,8 @@ class Loader {
   // arch), with `build` compiling in the background. Throws as binary() does.
   ServedBinary serve(const Program& program, const Build& build, const Program* stand_in,
                      const Build* stand_in_build);
-  // Blocks until every background compile started so far has finished.
+  // Blocks until every background compile started so far has finished (and has swapped its
+  // program into the launches waiting for it).
   void wait_background();
   // The kernel in context `ctx`, which must be current, of what serve() gives. Loads the
   // module on first use.
