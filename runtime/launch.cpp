@@ -35,17 +35,18 @@ Launch Launch::zero_fill(CUcontext ctx, CUdeviceptr ptr, size_t bytes, std::stri
 }
 
 namespace {
-bool swapped(const LaunchStage& s) { return s.swap && s.swap->function.load(std::memory_order_acquire); }
+// The planned program's kernel once it has replaced the stand-in `s` was prepared with, else null.
+CUfunction swapped_in(const LaunchStage& s) {
+  return s.swap ? s.swap->function.load(std::memory_order_acquire) : nullptr;
+}
 
 CUresult enqueue(const DriverApi& api, const LaunchStage& s, CUstream stream, const char*& call) {
   if (!s.function) {
     call = "cuMemsetD32Async";
     return api.cuMemsetD32Async(s.memset_ptr, 0u, s.memset_bytes / 4, stream);
   }
-  CUfunction f = s.function;
-  if (s.swap) {
-    if (CUfunction program = s.swap->function.load(std::memory_order_acquire)) f = program;
-  }
+  CUfunction f = swapped_in(s);
+  if (!f) f = s.function;
   call = "cuLaunchKernel";
   return api.cuLaunchKernel(f, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1], s.block[2],
                             s.smem, stream, const_cast<void**>(s.arg_pointers.data()), nullptr);
@@ -108,7 +109,7 @@ std::string Launch::describe() const {
     o << "  stage " << i + 1 << ": " << p.stages[i].program->name << " [" << p.stages[i].build->arch.str()
       << "] grid " << stages_[i].grid[0] << " x block " << stages_[i].block[0]
       << (stages_[i].smem ? ", " + std::to_string(stages_[i].smem) + " bytes of dynamic smem" : std::string())
-      << (stages_[i].stand_in.empty() || swapped(stages_[i])
+      << (stages_[i].stand_in.empty() || swapped_in(stages_[i])
               ? std::string()
               : ", run by its stand-in " + stages_[i].stand_in + " while it compiles")
       << "\n";

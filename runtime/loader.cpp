@@ -11,6 +11,12 @@
 namespace cake {
 namespace fs = std::filesystem;
 
+namespace {
+// A build's entry in memory (binaries_) and its modules (modules_): the source hash keeps a
+// user registry's build of another source apart.
+std::string binary_key(const Build& build) { return build.key() + "#" + build.source_hash; }
+}  // namespace
+
 Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
   if (!opt_.compile) opt_.compile = compile_isolated;
   if (opt_.cache_dir) disk_.emplace(*opt_.cache_dir);
@@ -30,12 +36,8 @@ void Loader::wait_background() {
 ServedBinary Loader::serve(const Program& program, const Build& build, const Program* stand_in,
                            const Build* stand_in_build) {
   if (!stand_in || !stand_in_build || !opt_.stand_ins || !opt_.jit_enabled) return {binary(program, build), &build};
-  const std::string key = build.key() + "#" + build.source_hash;
-  std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = binaries_.find(key); it != binaries_.end()) known = it->second;
-  }
+  const std::string key = binary_key(build);
+  std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known = known_binary(key);
   if (known && known->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     try {
       auto b = known->get();
@@ -100,7 +102,7 @@ ServedBinary Loader::serve(const Program& program, const Build& build, const Pro
 }
 
 std::shared_ptr<const LoadedBinary> Loader::binary(const Program& program, const Build& build) {
-  std::string key = build.key() + "#" + build.source_hash;
+  std::string key = binary_key(build);
   std::promise<std::shared_ptr<const LoadedBinary>> promise;
   std::shared_future<std::shared_ptr<const LoadedBinary>> future;
   bool owner = false;
@@ -224,7 +226,7 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
 std::shared_ptr<const ProgramSwap> Loader::swap_when_ready(const Program& program, const Build& build, int kernel,
                                                            CUcontext ctx, int smem) {
   auto swap = std::make_shared<ProgramSwap>();
-  const std::string key = build.key() + "#" + build.source_hash;
+  const std::string key = binary_key(build);
   {
     std::lock_guard lock(swap_mu_);
     SwapList& list = swaps_[key];
@@ -234,11 +236,7 @@ std::shared_ptr<const ProgramSwap> Loader::swap_when_ready(const Program& progra
     }
   }
   // The background compile has finished: the program is in memory (or failed: stays null).
-  std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = binaries_.find(key); it != binaries_.end()) known = it->second;
-  }
+  const auto known = known_binary(key);
   bool ok = false;
   if (known) {
     try {
@@ -249,6 +247,13 @@ std::shared_ptr<const ProgramSwap> Loader::swap_when_ready(const Program& progra
   }
   if (ok) fill_swap(program, build, kernel, ctx, smem, *swap);
   return swap;
+}
+
+std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> Loader::known_binary(
+    const std::string& key) {
+  std::lock_guard lock(mu_);
+  if (auto it = binaries_.find(key); it != binaries_.end()) return it->second;
+  return std::nullopt;
 }
 
 void Loader::fill_swaps(const Program& program, const Build& build, const std::string& key) {
@@ -282,7 +287,7 @@ CUfunction Loader::function(const Program& program, const Build& build, int kern
   if (stood_in) *stood_in = served.stand_in;
   const auto& bin = served.binary;
   std::lock_guard lock(module_mu_);
-  auto& slot = modules_[{ctx, served.build->key() + "#" + served.build->source_hash}];
+  auto& slot = modules_[{ctx, binary_key(*served.build)}];
   if (!slot) {
     auto m = std::make_unique<LoadedModule>();
     m->module = Module(bin->cubin);

@@ -131,6 +131,8 @@ class Loader {
   std::mutex module_mu_;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedModule>> modules_;
   std::map<CUfunction, int> dynamic_smem_;  // under module_mu_: the size each function opted in to
+  // The entry of binaries_ under `key`, if there is one (done or under way).
+  std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known_binary(const std::string& key);
   // Loads the program's kernel into `ctx` and publishes it in `swap`; failures are logged and
   // leave the stand-in serving.
   void fill_swap(const Program& program, const Build& build, int kernel, CUcontext ctx, int smem,

@@ -620,9 +620,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // group (fwd, dgrad) goes out of the slice buffer by plain stores of its group's rows
     // instead, since a TMA box would write the next group's rows.
     // With the overlapped epilogue, held slice i (the tile's slice kDirect + i) of the previous
-    // tile is written at k block i of the next one, between its wgmma issue and wait. ptxas serialises every wgmma if an
-    // accumulator is read on a branch there, so those slices are written whatever the
-    // previous tile needs (only the TMA store is conditional). Indices into the held tile must
+    // tile is written at k block i of the next one, between its wgmma issue and wait. ptxas
+    // serialises every wgmma if an accumulator is read on a branch there, so those slices are
+    // written whatever the previous tile needs (only the TMA store is conditional). Indices into the held tile must
     // be constants (it stays in registers only if every one is). For BF16 wgrad the k loop is
     // one loop whose first kPeeled blocks write a slice, picking its registers by a compare
     // chain over the constant indices (store_slice_at): one copy of the k block for a cold

@@ -664,8 +664,8 @@ TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
 }
 
 // A first call with nothing compiled runs the stand-in of a Hopper program (fwd, dgrad, wgrad
-// BF16 / FP32 / FP32 accumulate) while the program compiles; a later one runs the program, and so does the first
-// call's Launch once the program is loaded. Both give the same bits on every case (the
+// BF16 / FP32 / FP32 accumulate) while the program compiles; a later one runs the program, and
+// so does the first call's Launch once the program is loaded. Both give the same bits on every case (the
 // stand-ins of a runtime whose program compiles are refused serve every call).
 TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
   CAKE_SKIP_WITHOUT_GPU();

@@ -237,6 +237,9 @@ TEST(Loader, StandInFailures) {
     if (failing == full.name) {
       EXPECT_TRUE(first.stand_in);
       EXPECT_TRUE(second.stand_in);
+      // Nothing to swap to: a launch's swap stays empty (asked after the failure: no CUDA call).
+      EXPECT_EQ(loader.swap_when_ready(full, fb, 0, nullptr, 0)->function.load(), nullptr);
+      EXPECT_EQ(loader.stats().swaps.load(), 0);
     } else {
       EXPECT_FALSE(first.stand_in);
       EXPECT_EQ(first.build, &fb);
