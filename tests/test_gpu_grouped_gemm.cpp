@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <map>
 #include <numeric>
 #include <thread>
@@ -677,7 +678,25 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
   RuntimeOptions o;
   o.cache_dir = cache.path().string();
   o.aot_dir = "";
-  Runtime rt(o);  // stand-ins on, as by default
+  // The fwd program compiles only once the first Launch has run on its stand-in: a background
+  // compile that finished first (a slow module load under racecheck) would swap it in before
+  // the test looked. The gate opens at the latest when the test ends.
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  RuntimeOptions gated = o;
+  gated.compile = [opened, fwd](const RenderedProgram& p, const Arch& a, const std::vector<std::string>& opts) {
+    if (p.name == fwd) opened.wait();
+    return compile_isolated(p, a, opts);
+  };
+  Runtime rt(gated);  // stand-ins on, as by default
+  struct Opener {
+    std::promise<void>& gate;
+    bool open = false;
+    void operator()() {
+      if (!open) gate.set_value(), open = true;
+    }
+    ~Opener() { (*this)(); }
+  } open_gate{gate};  // destroyed before rt, whose destructor waits for the compile
   if (rt.context_for(0).info->arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the stand-ins are sm_90a programs";
   RuntimeOptions q = o;
   q.cache_dir = "";
@@ -702,6 +721,7 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     Y.poison();
     first.launch(nullptr);
     const auto a = Y.download<uint8_t>();
+    open_gate();
     rt.loader().wait_background();
     EXPECT_EQ(rt.loader().stats().swaps.load(), 1) << "the first Launch did not get the program";
     EXPECT_EQ(first.describe().find("stand-in"), std::string::npos) << first.describe();
