@@ -238,6 +238,20 @@ TEST(Cli, BenchWithoutGpuSaysWhy) {
     EXPECT_NE(r.out.find("cakec bench " + bench + " needs a GPU"), std::string::npos) << r.out;
   }
   EXPECT_EQ(run(kCakec + " bench grouped_gemm --op nope").code, 2);  // a usage error, GPU or not
+  auto r = run(kCakec + " bench grouped_gemm --sustained --warm-ms 0 --window-ms 1 --rounds 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("needs a GPU"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BenchSustainedOptionsAreChecked) {  // usage errors, GPU or not: nothing runs
+  auto r = run(kCakec + " bench grouped_gemm --warm-ms 100");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--warm-ms requires --sustained"), std::string::npos) << r.out;
+  r = run(kCakec + " bench grouped_gemm --sustained --window-ms 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--window-ms"), std::string::npos) << r.out;
+  EXPECT_EQ(run(kCakec + " bench grouped_gemm --sustained --rounds 0").code, 2);
+  EXPECT_EQ(run(kCakec + " bench grouped_gemm --rounds 2").code, 2);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // What the GPU benchmarks of cakec share: a CUDA-event timer that flushes L2 before each
-// timed call and returns the median, and a fast fill of a device tensor with random bf16.
+// timed call and returns the median (contenders in turn call by call, or each alone for a
+// sustained window), and a fast fill of a device tensor with random bf16.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -10,6 +12,7 @@
 
 #include "driver.hpp"
 #include "driver_types.hpp"
+#include "nvml_reader.hpp"
 
 namespace cakec {
 
@@ -24,45 +27,71 @@ struct Timer {
   }
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
+  // One call of f after flushing L2 (with a fill value that differs call to call): its ms.
+  template <typename F>
+  double timed_ms(F&& f, uint32_t flush_value) {
+    CAKE_CU(cuMemsetD32Async(flush.get(), flush_value, flush.bytes() / 4, stream));
+    CAKE_CU(cuEventRecord(a, stream));
+    f();
+    CAKE_CU(cuEventRecord(b, stream));
+    CAKE_CU(cuEventSynchronize(b));
+    float ms = 0;
+    CAKE_CU(cuEventElapsedTime(&ms, a, b));
+    return ms;
+  }
   template <typename F>
   double median_ms(F&& f, int reps = 25) {
     f();  // warm-up
     std::vector<double> t;
-    for (int i = 0; i < reps; ++i) {
-      CAKE_CU(cuMemsetD32Async(flush.get(), uint32_t(i), flush.bytes() / 4, stream));
-      CAKE_CU(cuEventRecord(a, stream));
-      f();
-      CAKE_CU(cuEventRecord(b, stream));
-      CAKE_CU(cuEventSynchronize(b));
-      float ms = 0;
-      CAKE_CU(cuEventElapsedTime(&ms, a, b));
-      t.push_back(ms);
-    }
+    for (int i = 0; i < reps; ++i) t.push_back(timed_ms(f, uint32_t(i)));
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
   }
   // Medians of several contenders timed in turn, rep by rep: each sees the same clocks and
   // temperature (timed one after the other, the later ones run on a hotter, slower card).
+  // The clock a call runs at is the one the calls before it left: under the card's power
+  // cap it follows the draw of the last ~100 ms, so this compares work per clock at a
+  // shared clock; sustained() gives each contender the clock of its own draw.
   std::vector<double> median_ms_interleaved(const std::vector<std::function<void()>>& fs, int reps) {
     std::vector<std::vector<double>> t(fs.size());
     for (const auto& f : fs) f();  // warm-up
     for (int i = 0; i < reps; ++i)
-      for (size_t c = 0; c < fs.size(); ++c) {
-        CAKE_CU(cuMemsetD32Async(flush.get(), uint32_t(i * fs.size() + c), flush.bytes() / 4, stream));
-        CAKE_CU(cuEventRecord(a, stream));
-        fs[c]();
-        CAKE_CU(cuEventRecord(b, stream));
-        CAKE_CU(cuEventSynchronize(b));
-        float ms = 0;
-        CAKE_CU(cuEventElapsedTime(&ms, a, b));
-        t[c].push_back(ms);
-      }
+      for (size_t c = 0; c < fs.size(); ++c) t[c].push_back(timed_ms(fs[c], uint32_t(i * fs.size() + c)));
     std::vector<double> med;
     for (auto& v : t) {
       std::sort(v.begin(), v.end());
       med.push_back(v[v.size() / 2]);
     }
     return med;
+  }
+
+  struct Sustained {
+    double ms, mhz, watts;  // mhz, watts: NaN without NVML
+  };
+  // Each contender alone, calls back to back (L2 flushed before each, as above): warm_ms of
+  // untimed calls, in which the clock leaves the previous contender's and settles at what
+  // this one's own power draw allows, then window_ms of timed calls with the clock and
+  // power read meanwhile. Contenders in turn, `rounds` times; per contender the mean over
+  // rounds of the mean time per call, and the mean clock and power over its windows.
+  std::vector<Sustained> sustained(const std::vector<std::function<void()>>& fs, int warm_ms, int window_ms,
+                                   int rounds, const Nvml* nvml) {
+    using clock = std::chrono::steady_clock;
+    std::vector<double> ms(fs.size()), mhz(fs.size()), watts(fs.size());
+    for (int r = 0; r < rounds; ++r)
+      for (size_t c = 0; c < fs.size(); ++c) {
+        uint32_t i = 0;
+        for (auto t0 = clock::now(); clock::now() - t0 < std::chrono::milliseconds(warm_ms);) timed_ms(fs[c], i++);
+        ClockSampler sampler(nvml);
+        double sum = 0;
+        int calls = 0;
+        for (auto t0 = clock::now(); calls == 0 || clock::now() - t0 < std::chrono::milliseconds(window_ms); ++calls)
+          sum += timed_ms(fs[c], i++);
+        const ClockSampler::Means m = sampler.stop();
+        ms[c] += sum / calls / rounds, mhz[c] += m.mhz / rounds, watts[c] += m.watts / rounds;
+      }
+    std::vector<Sustained> out;
+    for (size_t c = 0; c < fs.size(); ++c) out.push_back({ms[c], mhz[c], watts[c]});
+    return out;
   }
 };
 

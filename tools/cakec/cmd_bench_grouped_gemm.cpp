@@ -2,9 +2,11 @@
 // accumulating into f32) against two cuBLAS baselines in one process: the per-expert loop
 // of cublasGemmEx calls (group sizes known on the host: the baseline's advantage) and
 // cublasGemmGroupedBatchedEx (one group per expert). CUDA events, L2 flushed before each
-// timed call, median of --reps, the contenders timed in turn rep by rep. cuBLAS is dlopen-ed
-// (cublas_loader.hpp). Each row's cake output is checked against the loop's on sampled rows
-// (--no-check skips it).
+// timed call, median of --reps, the contenders timed in turn rep by rep (at a shared clock);
+// with --sustained each contender runs alone long enough to set the clock by its own power
+// draw (docs/perf.md: the two orders of the contenders differ under the power cap). cuBLAS
+// is dlopen-ed (cublas_loader.hpp). Each row's cake output is checked against the loop's on
+// sampled rows (--no-check skips it).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +33,8 @@ struct Args {
   int reps = 10;
   std::string cublas;
   bool check = true;
+  bool sustained = false;
+  int warm_ms = 1000, window_ms = 500, rounds = 2;
 };
 
 // The device tensors of one shape, sized for the largest M and E and shared by every case
@@ -118,7 +122,7 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-const std::vector<int> kWidths = {7, 6, 2, 9, 9, 11, 7, 7, 7, 7, 7, 7, 0};
+const std::vector<int> kWidths = {7, 6, 2, 9, 9, 11, 7, 7, 7, 7, 7, 7, 14, 11, 0};
 void print_row(const std::vector<std::string>& cols) {
   std::string s;
   for (size_t i = 0; i < cols.size(); ++i) {
@@ -138,21 +142,43 @@ struct Result {
 // One process's run: the runtime, the timer, cuBLAS, and what the summary needs.
 class Bench {
  public:
-  explicit Bench(const Args& a) : a_(a), rt_(timed_runtime()), lib_(a.cublas) {
+  Bench(const Args& a, CUdevice dev) : a_(a), rt_(timed_runtime()), lib_(a.cublas) {
     if (lib_.available()) handle_ = std::make_unique<CublasHandle>(lib_, timer_.stream);
+    if (a.sustained) {
+      auto attr = [&](CUdevice_attribute at) {
+        int v = 0;
+        CAKE_CU(cuDeviceGetAttribute(&v, at, dev));
+        return v;
+      };
+      nvml_ = std::make_unique<Nvml>(attr(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID), attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+                                     attr(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
+    }
   }
 
   void print_header(const std::string& device) {
     std::string cublas = !lib_.available() ? "n/a: " + lib_.missing_reason()
                          : lib_.path() + " " + lib_.version() +
                                (lib_.has_grouped_batched() ? "" : " (no cublasGemmGroupedBatchedEx: GROUPED n/a)");
-    std::printf("cakec bench grouped_gemm: %s; cuBLAS %s; bf16 in, fp32 compute; median of %d, L2 flushed; "
-                "TF = TFLOP/s (2*M*N*K)\n", device.c_str(), cublas.c_str(), a_.reps);
+    if (!a_.sustained)
+      std::printf("cakec bench grouped_gemm: %s; cuBLAS %s; bf16 in, fp32 compute; median of %d, L2 flushed; "
+                  "contenders in turn call by call (one shared clock); TF = TFLOP/s (2*M*N*K)\n",
+                  device.c_str(), cublas.c_str(), a_.reps);
+    else
+      std::printf("cakec bench grouped_gemm --sustained: %s; cuBLAS %s; bf16 in, fp32 compute; L2 flushed; each "
+                  "contender alone, %d ms untimed then %d ms timed back to back, in turn, %d rounds: mean ms a "
+                  "call; clocks %s; TF = TFLOP/s (2*M*N*K)\n",
+                  device.c_str(), cublas.c_str(), a_.warm_ms, a_.window_ms, a_.rounds,
+                  !nvml_->available()        ? ("n/a (" + nvml_->missing_reason() + ")").c_str()
+                  : nvml_->instant_power() ? "(MHZ) and board power (W, instant) read with NVML"
+                                           : "(MHZ) and board power (W, NVML's 1 s average) read with NVML");
     std::printf("LOOP = cublasGemmEx per non-empty group; GROUPED = cublasGemmGroupedBatchedEx, one group per "
                 "non-empty expert; both skip empty groups (for wgrad bf16 cake zero-fills them, the baselines do "
                 "not); wgrad_acc: f32 dW += (beta = 1). VS_BEST = faster baseline's time / cake's time.\n");
-    print_row({"SHAPE", "M", "E", "DIST", "OP", "GROUPS", "CAKE_MS", "CAKE_TF", "LOOP_TF", "GROUPED", "VS_BEST",
-               "CHECK", "ROUTE"});
+    std::vector<std::string> head = {"SHAPE",   "M",       "E",       "DIST",    "OP",    "GROUPS", "CAKE_MS",
+                                     "CAKE_TF", "LOOP_TF", "GROUPED", "VS_BEST", "CHECK"};
+    if (a_.sustained) head.insert(head.end(), {"MHZ c/l/g", "W c/l/g"});
+    head.push_back("ROUTE");
+    print_row(head);
   }
 
   // Prepares, checks and times one (case, op) and prints its row. False: stop the run.
@@ -183,13 +209,25 @@ class Bench {
             ++grouped_errors_[std::string(cublas_status_name(s)) + " for " + op];
         }
       }
-      const std::vector<double> ms = timer_.median_ms_interleaved(contenders, a_.reps);
+      std::vector<double> ms;
+      std::string mhz, watts;  // per contender, "/"-separated (sustained only)
+      if (!a_.sustained) {
+        ms = timer_.median_ms_interleaved(contenders, a_.reps);
+      } else {
+        for (const auto& s : timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get())) {
+          ms.push_back(s.ms);
+          mhz += (mhz.empty() ? "" : "/") + (std::isnan(s.mhz) ? std::string("n/a") : fmt("%.0f", s.mhz));
+          watts += (watts.empty() ? "" : "/") + (std::isnan(s.watts) ? std::string("n/a") : fmt("%.0f", s.watts));
+        }
+      }
       const double cake_ms = ms[0], loop_ms = ms.size() > 1 ? ms[1] : NAN, grouped_ms = ms.size() > 2 ? ms[2] : NAN;
       const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
       const double best = std::fmin(loop_ms, grouped_ms);  // fmin ignores a NaN
       auto tf = [&](double ms) { return std::isnan(ms) ? std::string("n/a") : fmt("%.0f", flop / ms / 1e9); };
       row.insert(row.end(), {fmt("%.3f", cake_ms), tf(cake_ms), tf(loop_ms), tf(grouped_ms),
-                             std::isnan(best) ? "n/a" : fmt("%.3fx", best / cake_ms), check, route});
+                             std::isnan(best) ? "n/a" : fmt("%.3fx", best / cake_ms), check});
+      if (a_.sustained) row.insert(row.end(), {mhz, watts});
+      row.push_back(route);
       if (!std::isnan(best))
         results_.push_back({shape.name + " M=" + std::to_string(c.m) + " E=" + std::to_string(c.e) + " " + c.dist +
                                 " " + op, op, best / cake_ms});
@@ -267,6 +305,7 @@ class Bench {
   Timer timer_;
   Cublas lib_;
   std::unique_ptr<CublasHandle> handle_;
+  std::unique_ptr<Nvml> nvml_;  // --sustained only
   std::vector<Result> results_;
   std::map<std::string, std::map<std::string, int>> routes_;  // op -> route -> rows
   std::map<std::string, int> grouped_errors_;
@@ -283,7 +322,7 @@ int run_bench_grouped_gemm(const Args& a) {
   CUcontext ctx;
   CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));  // the context cuBLAS (runtime API) uses too
   CAKE_CU(cuCtxSetCurrent(ctx));
-  Bench bench(a);
+  Bench bench(a, dev);
   bench.print_header(drv.device(0).name);
   const int64_t max_m = *std::max_element(a.ms.begin(), a.ms.end());
   const int max_e = *std::max_element(a.es.begin(), a.es.end());
@@ -321,6 +360,19 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
       ->check(CLI::Range(1, 1000));
   c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
   c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the sampled comparison with the cuBLAS loop");
+  auto* sustained = c->add_flag(
+      "--sustained", a->sustained,
+      "time each contender alone, back to back, after --warm-ms of calls that let the clock settle at what its own "
+      "power draw allows (instead of in turn call by call, at one shared clock); prints the clock and power (NVML)");
+  c->add_option("--warm-ms", a->warm_ms, "with --sustained: untimed calls before each window (default 1000)")
+      ->check(CLI::Range(0, 60000))
+      ->needs(sustained);
+  c->add_option("--window-ms", a->window_ms, "with --sustained: timed calls per contender and round (default 500)")
+      ->check(CLI::Range(1, 60000))
+      ->needs(sustained);
+  c->add_option("--rounds", a->rounds, "with --sustained: windows per contender, in turn (default 2)")
+      ->check(CLI::Range(1, 100))
+      ->needs(sustained);
   c->footer(
       "Group sizes: balanced (M/E each), skewed (group 0 has M/2, the rest split evenly), one_empty (group E/2 "
       "empty, the rest split evenly), lognormal (sigma 1, fixed seed, rounded to sum to M).");
