@@ -13,8 +13,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <chrono>
 #include <random>
+#include <thread>
 #include <vector>
+
+#include <dlfcn.h>
 
 #include "sm90_grouped_gemm.cuh"
 
@@ -258,10 +263,17 @@ static void time_pair(int iters, void (*f1)(void*), void (*f2)(void*), void* ctx
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
+  // GG_GAP_MS=t: the GPU idles t ms before each timed call, so that no call starts at the
+  // clock the other contender left behind.
+  static const int gap_ms = getenv("GG_GAP_MS") ? std::atoi(getenv("GG_GAP_MS")) : 0;
   for (int i = 0; i < 2 * (iters + 1); ++i) {
     const bool first = i % 2 == 0;
     static_cast<int*>(ctx)[0] = first ? op1 : op2;
     CK(cudaMemsetAsync(flush, i, flush_bytes, 0));
+    if (gap_ms > 0) {
+      CK(cudaStreamSynchronize(0));
+      std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+    }
     CK(cudaEventRecord(a, 0));
     (first ? f1 : f2)(ctx);
     CK(cudaEventRecord(b, 0));
@@ -289,8 +301,8 @@ static void run_cake(void* p) {
   auto& c = *static_cast<BenchCtx*>(p);
   // 12..15: ops 0..3 with the dynamic tile schedule (wgrad: the tail split); 16..19: 128 x 192
   // tiles; 20, 21: wgrad and wgrad_acc with the dynamic schedule, no split.
-  g_dynamic = c.op >= 12, g_split = c.op < 20;
-  const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op >= 20 ? c.op - 18 : c.op;
+  g_dynamic = c.op >= 12, g_split = c.op < 20 || c.op >= 22;
+  const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op == 20 || c.op == 21 ? c.op - 18 : c.op;
   if (op == 16) run_op<0, bf16, false, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 17) run_op<1, bf16, false, 192>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 18) run_op<2, bf16, false, 192>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
@@ -306,7 +318,18 @@ static void run_cake(void* p) {
   else if (op == 8) run_op<0, bf16, false, 256, 8, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 9) run_op<1, bf16, false, 256, 8, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 10) run_op<2, bf16, false, 256, 8, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else run_op<2, float, true, 256, 8, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 11) run_op<2, float, true, 256, 8, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  // 22..25: fwd and dgrad with the dynamic schedule and raster bands of 8, then of 32.
+  else if (op == 22) run_op<0, bf16, false, 256, 8>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 23) run_op<1, bf16, false, 256, 8>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+#ifdef GG_C2DYN  // the template with tools/dev/patches/sm90_cluster2_dynamic.patch: 24, 25 are fwd and wgrad
+                 // with clusters of 2 on the dynamic schedule
+  else if (op == 24) run_op<0, bf16, false, 256, 16, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else run_op<2, bf16, false, 256, 16, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+#else
+  else if (op == 24) run_op<0, bf16, false, 256, 32>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else run_op<1, bf16, false, 256, 32>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+#endif
 }
 static void run_cublas(void* p) {
   auto& c = *static_cast<BenchCtx*>(p);
@@ -398,6 +421,108 @@ static bf16* dev_random(size_t n, unsigned seed) {
   return d;
 }
 
+// NVML through dlopen (the driver's library; no header on the build machine).
+struct Nvml {
+  void* dev = nullptr;
+  int (*clock)(void*, int, unsigned*) = nullptr;           // nvmlDeviceGetClockInfo, NVML_CLOCK_SM = 1
+  int (*power)(void*, unsigned*) = nullptr;                // nvmlDeviceGetPowerUsage, mW
+  int (*temp)(void*, int, unsigned*) = nullptr;            // nvmlDeviceGetTemperature, GPU = 0
+  int (*reasons)(void*, unsigned long long*) = nullptr;    // nvmlDeviceGetCurrentClocksThrottleReasons
+  bool ok = false;
+  Nvml() {
+    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!h) return;
+    auto init = (int (*)())dlsym(h, "nvmlInit_v2");
+    auto by_index = (int (*)(unsigned, void**))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    clock = (decltype(clock))dlsym(h, "nvmlDeviceGetClockInfo");
+    power = (decltype(power))dlsym(h, "nvmlDeviceGetPowerUsage");
+    temp = (decltype(temp))dlsym(h, "nvmlDeviceGetTemperature");
+    reasons = (decltype(reasons))dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    int dev_index = 0;
+    CK(cudaGetDevice(&dev_index));
+    ok = init && by_index && clock && power && temp && reasons && init() == 0 && by_index(unsigned(dev_index), &dev) == 0;
+  }
+};
+
+// One contender alone for `ms` milliseconds, calls back to back (no flush), with NVML read
+// every 2 ms from a host thread. Timing and means leave out the first quarter (the clock
+// settles); the clock is also printed in windows from the phase's start, to show how long the
+// previous contender's clock lasts.
+static void solo_phase(BenchCtx& c, int op, bool cublas, int ms, double flops, const char* what) {
+  static Nvml nvml;
+  std::atomic<bool> stop{false};
+  std::vector<unsigned> clk, pw, tmp;
+  const int edges[] = {0, 10, 20, 50, 100, 200, 500, 1000, 1 << 30};
+  double win_sum[8] = {}, win_n[8] = {};
+  int capped = 0, samples = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread sampler([&] {
+    while (!stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (!nvml.ok) continue;
+      const long long t =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      unsigned v = 0;
+      nvml.clock(nvml.dev, 1, &v);
+      for (int w = 0; w < 8; ++w)
+        if (t >= edges[w] && t < edges[w + 1]) win_sum[w] += v, win_n[w] += 1;
+      if (t < ms / 4) continue;
+      unsigned p = 0, tc = 0;
+      unsigned long long r = 0;
+      nvml.power(nvml.dev, &p), nvml.temp(nvml.dev, 0, &tc), nvml.reasons(nvml.dev, &r);
+      clk.push_back(v), pw.push_back(p), tmp.push_back(tc);
+      capped += (r & 0x4) != 0;  // software power cap
+      ++samples;
+    }
+  });
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  c.op = op;
+  int calls = 0;
+  float timed_ms = 0;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(ms)) {
+    const bool timed = std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(ms / 4);
+    if (timed) CK(cudaEventRecord(a, 0));
+    for (int i = 0; i < 5; ++i) (cublas ? run_cublas : run_cake)(&c);
+    CK(cudaEventRecord(b, 0));
+    CK(cudaEventSynchronize(b));
+    if (timed) {
+      float t;
+      CK(cudaEventElapsedTime(&t, a, b));
+      timed_ms += t, calls += 5;
+    }
+  }
+  stop = true;
+  sampler.join();
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  auto mean = [](const std::vector<unsigned>& v) {
+    double s = 0;
+    for (unsigned x : v) s += x;
+    return v.empty() ? 0.0 : s / v.size();
+  };
+  const double per_call = timed_ms / std::max(calls, 1), tf = flops / per_call / 1e9, mhz = mean(clk);
+  // flops per SM per clock against the dense bf16 4096 of an H100/H200 SM
+  const double per_clk = mhz > 0 ? flops / (per_call * 1e-3) / (c.sms * mhz * 1e6) / 4096 : 0;
+  std::printf("SOLO %-14s %7.3f ms %6.1f TFLOP/s  %6.0f MHz  %5.1f W  %4.1f C  cap %3d/%-3d  %.3f of peak/clk  (%d calls)"
+              "  MHz from start, 0-10/-20/-50/-100/-200/-500/-1000/rest ms:",
+              what, per_call, tf, mhz, mean(pw) / 1e3, mean(tmp), capped, samples, per_clk, calls);
+  for (int w = 0; w < 8; ++w) std::printf(" %.0f", win_n[w] ? win_sum[w] / win_n[w] : 0.0);
+  std::printf("\n");
+}
+
+// Every selected variant of a row alone, then the cuBLAS loop alone; two rounds.
+static void solo(BenchCtx& c, const std::vector<int>& ops, int bop, int ms, double flops, const char* shape,
+                 const char* dist, const char* const* names) {
+  std::printf("SOLO row %s %s E=%d\n", shape, dist, c.E);
+  for (int round = 0; round < 2; ++round) {
+    for (int op : ops) solo_phase(c, op, false, ms, flops, names[op]);
+    solo_phase(c, bop, true, ms, flops, "cublas_loop");
+  }
+  std::fflush(stdout);
+}
+
 static void bench(int sms) {
   cublasHandle_t h;
   cublasCreate(&h);
@@ -416,6 +541,9 @@ static void bench(int sms) {
   }
   const char* dists = getenv("GG_DIST") ? getenv("GG_DIST") : "balanced";
   int reps = getenv("GG_REPS") ? std::atoi(getenv("GG_REPS")) : 10;
+  // GG_SOLO_MS=t: instead of timing in turn, run each contender alone back to back for t ms
+  // (cake, cuBLAS, cake, cuBLAS) and read the SM clock and board power through NVML meanwhile.
+  const int solo_ms = getenv("GG_SOLO_MS") ? std::atoi(getenv("GG_SOLO_MS")) : 0;
   for (const char* p = dists; *p;) {
     const char* e = std::strchr(p, ',');
     const std::string d(p, e ? e - p : std::strlen(p));
@@ -449,19 +577,35 @@ static void bench(int sms) {
       CK(cudaMalloc(&c.out, out_bytes));
       CK(cudaMemset(c.out, 0, out_bytes));
       double flops = 2.0 * M * s.N * s.K;
-      for (int op = 0; op < 22; ++op) {
+      const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2",
+                             "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8", "fwd_dyn", "dgrad_dyn",
+                             "wgrad_dyn", "acc_dyn", "fwd_192", "dgrad_192", "wgrad_192", "acc_192",
+                             "wgrad_nosplit", "acc_nosplit", "fwd_dyn_b8", "dgrad_dyn_b8",
+#ifdef GG_C2DYN
+                             "fwd_c2dyn", "wgrad_c2dyn"};
+#else
+                             "fwd_dyn_b32", "dgrad_dyn_b32"};
+#endif
+      std::vector<int> solo_ops;
+      int solo_bop = 0;
+      for (int op = 0; op < 26; ++op) {
         if (getenv("GG_OPS") && !strchr(getenv("GG_OPS"), 'a' + op)) continue;
-        const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2",
-                               "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8", "fwd_dyn", "dgrad_dyn",
-                               "wgrad_dyn", "acc_dyn", "fwd_192", "dgrad_192", "wgrad_192", "acc_192",
-                               "wgrad_nosplit", "acc_nosplit"};
-        const int bop = op < 4 ? op : op >= 20 ? op - 18 : op % 4;
+#ifdef GG_C2DYN
+        const int bop = op < 4 ? op : op == 20 || op == 21 ? op - 18 : op == 25 ? 2 : op >= 22 ? (op - 22) % 2 : op % 4;
+#else
+        const int bop = op < 4 ? op : op == 20 || op == 21 ? op - 18 : op >= 22 ? (op - 22) % 2 : op % 4;
+#endif
+        if (solo_ms > 0) {  // collected, run after the loop
+          solo_ops.push_back(op), solo_bop = bop;
+          continue;
+        }
         float tc, tb, spread[2];
         time_pair(reps, run_cake, run_cublas, &c, flush, flush_bytes, tc, tb, op, bop, spread);
         std::printf("BENCH %-8s %-9s E=%-3d %-14s cake %7.3f ms %6.1f TFLOP/s (min %.3f max %.3f) | cublas loop %7.3f ms "
                     "%6.1f TFLOP/s | %.3fx\n",
                     s.name, dist, E, names[op], tc, flops / tc / 1e9, spread[0], spread[1], tb, flops / tb / 1e9, tb / tc);
       }
+      if (!solo_ops.empty()) solo(c, solo_ops, solo_bop, solo_ms, flops, s.name, dist, names);
       cudaFree(c.x), cudaFree(c.w), cudaFree(c.g), cudaFree(c.offs), cudaFree(c.out);
     }
   }
@@ -523,6 +667,12 @@ int main(int argc, char** argv) {
     check_all<1, bf16, false, 192>(grid);
     check_all<2, bf16, false, 192>(grid);
     check_all<2, float, true, 192>(grid);
+#ifdef GG_C2DYN
+    check_all<0, bf16, false, 256, 2>(grid);
+    check_all<1, bf16, false, 256, 2>(grid);
+    check_all<2, bf16, false, 256, 2>(grid);
+    check_all<2, float, true, 256, 2>(grid);
+#endif
   }
   g_dynamic = false;
   {
