@@ -252,6 +252,9 @@ TEST(Cli, BenchSustainedOptionsAreChecked) {  // usage errors, GPU or not: nothi
   EXPECT_NE(r.out.find("--window-ms"), std::string::npos) << r.out;
   EXPECT_EQ(run(kCakec + " bench grouped_gemm --sustained --rounds 0").code, 2);
   EXPECT_EQ(run(kCakec + " bench grouped_gemm --rounds 2").code, 2);
+  r = run(kCakec + " bench grouped_gemm --sustained --reps 5");  // a window is timed by length
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -356,14 +356,15 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
   c->add_option("--dist", a->dists, "group size distributions (default all four)")
       ->check(CLI::IsMember({"balanced", "skewed", "one_empty", "lognormal"}));
   c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
-  c->add_option("--reps", a->reps, "timed calls per contender and row; the median is reported (default 10)")
-      ->check(CLI::Range(1, 1000));
+  auto* reps = c->add_option("--reps", a->reps, "timed calls per contender and row; the median is reported (default 10)")
+                   ->check(CLI::Range(1, 1000));
   c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
   c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the sampled comparison with the cuBLAS loop");
   auto* sustained = c->add_flag(
       "--sustained", a->sustained,
       "time each contender alone, back to back, after --warm-ms of calls that let the clock settle at what its own "
       "power draw allows (instead of in turn call by call, at one shared clock); prints the clock and power (NVML)");
+  reps->excludes(sustained);  // sustained windows are timed by length, not by a count
   c->add_option("--warm-ms", a->warm_ms, "with --sustained: untimed calls before each window (default 1000)")
       ->check(CLI::Range(0, 60000))
       ->needs(sustained);
