@@ -1,7 +1,7 @@
 // Standalone check and timing of templates/sm90_grouped_gemm.cuh on the GPU machine, outside
 // the runtime (tensor maps encoded here the way runtime/ops_grouped_gemm.cpp does):
-//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I templates \
-//        tools/dev/gg_sm90_harness.cu -lcublas -o gg_sm90 && ./gg_sm90 [--bench]
+//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I templates -I tools/dev \
+//        tools/dev/gg_sm90_harness.cu -lcublas -ldl -o gg_sm90 && ./gg_sm90 [--bench]
 // FP64 reference on the GPU, NaN-poisoned outputs, TARGETS.md budgets, determinism, accumulate
 // bits, rows past offs[E-1] untouched; --bench times gate_up/down against a per-expert cuBLAS loop.
 #include <cublas_v2.h>
