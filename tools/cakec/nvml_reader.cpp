@@ -37,6 +37,7 @@ Nvml::Nvml(int pci_domain, int pci_bus, int pci_device) {
   clock_ = reinterpret_cast<decltype(clock_)>(::dlsym(lib, "nvmlDeviceGetClockInfo"));
   power_ = reinterpret_cast<decltype(power_)>(::dlsym(lib, "nvmlDeviceGetPowerUsage"));
   fields_ = reinterpret_cast<decltype(fields_)>(::dlsym(lib, "nvmlDeviceGetFieldValues"));  // optional
+  reasons_ = reinterpret_cast<decltype(reasons_)>(::dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
   if (!init || !by_bus || !clock_ || !power_) {
     missing_ = "libnvidia-ml.so.1 lacks a function cakec reads";
     return;
@@ -77,6 +78,12 @@ bool Nvml::read(unsigned& sm_mhz, double& watts) const {
   if (!(instant_ ? instant_power_mw(mw) : power_(dev_, &mw) == 0)) return false;
   watts = mw / 1000.0;
   return true;
+}
+
+int Nvml::power_capped() const {
+  unsigned long long reasons = 0;
+  if (!dev_ || !reasons_ || reasons_(dev_, &reasons) != 0) return -1;
+  return (reasons & 0x4) != 0;  // nvmlClocksEventReasonSwPowerCap
 }
 
 ClockSampler::ClockSampler(const Nvml* nvml) {

@@ -20,6 +20,9 @@ class Nvml {
   // Whether read() gives the instant power (NVML_FI_DEV_POWER_INSTANT), else the power
   // averaged over the last second that nvmlDeviceGetPowerUsage gives from Ampere on.
   bool instant_power() const { return instant_; }
+  // Whether the power cap holds the clock down now (the software power cap reason); -1 when
+  // NVML cannot say.
+  int power_capped() const;
 
  private:
   bool instant_power_mw(unsigned& mw) const;
@@ -28,6 +31,7 @@ class Nvml {
   int (*clock_)(void*, int, unsigned*) = nullptr;  // nvmlDeviceGetClockInfo
   int (*power_)(void*, unsigned*) = nullptr;       // nvmlDeviceGetPowerUsage (mW)
   int (*fields_)(void*, int, void*) = nullptr;     // nvmlDeviceGetFieldValues
+  int (*reasons_)(void*, unsigned long long*) = nullptr;  // nvmlDeviceGetCurrentClocksThrottleReasons
   bool instant_ = false;
   std::string missing_;
 };

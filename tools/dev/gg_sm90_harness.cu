@@ -1,7 +1,7 @@
 // Standalone check and timing of templates/sm90_grouped_gemm.cuh on the GPU machine, outside
 // the runtime (tensor maps encoded here the way runtime/ops_grouped_gemm.cpp does):
-//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I templates -I tools/dev \
-//        tools/dev/gg_sm90_harness.cu -lcublas -ldl -o gg_sm90 && ./gg_sm90 [--bench]
+//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I templates -I tools/dev -I tools/cakec \
+//        tools/dev/gg_sm90_harness.cu tools/cakec/nvml_reader.cpp -lcublas -ldl -o gg_sm90 && ./gg_sm90 [--bench]
 // FP64 reference on the GPU, NaN-poisoned outputs, TARGETS.md budgets, determinism, accumulate
 // bits, rows past offs[E-1] untouched; --bench times gate_up/down against a per-expert cuBLAS loop.
 #include <cublas_v2.h>
@@ -19,11 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include <dlfcn.h>
-
 #include "sm90_grouped_gemm.cuh"
 
 #include "cuda_check.hpp"
+#include "nvml_reader.hpp"  // tools/cakec: clock and power through NVML
 
 using cake::bf16;
 using cake::gg::TmaDesc;
@@ -421,37 +420,21 @@ static bf16* dev_random(size_t n, unsigned seed) {
   return d;
 }
 
-// NVML through dlopen (the driver's library; no header on the build machine).
-struct Nvml {
-  void* dev = nullptr;
-  int (*clock)(void*, int, unsigned*) = nullptr;           // nvmlDeviceGetClockInfo, NVML_CLOCK_SM = 1
-  int (*power)(void*, unsigned*) = nullptr;                // nvmlDeviceGetPowerUsage, mW
-  int (*temp)(void*, int, unsigned*) = nullptr;            // nvmlDeviceGetTemperature, GPU = 0
-  int (*reasons)(void*, unsigned long long*) = nullptr;    // nvmlDeviceGetCurrentClocksThrottleReasons
-  bool ok = false;
-  Nvml() {
-    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (!h) return;
-    auto init = (int (*)())dlsym(h, "nvmlInit_v2");
-    auto by_index = (int (*)(unsigned, void**))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    clock = (decltype(clock))dlsym(h, "nvmlDeviceGetClockInfo");
-    power = (decltype(power))dlsym(h, "nvmlDeviceGetPowerUsage");
-    temp = (decltype(temp))dlsym(h, "nvmlDeviceGetTemperature");
-    reasons = (decltype(reasons))dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
-    int dev_index = 0;
-    CK(cudaGetDevice(&dev_index));
-    ok = init && by_index && clock && power && temp && reasons && init() == 0 && by_index(unsigned(dev_index), &dev) == 0;
-  }
-};
-
 // One contender alone for `ms` milliseconds, calls back to back (no flush), with NVML read
 // every 2 ms from a host thread. Timing and means leave out the first quarter (the clock
 // settles); the clock is also printed in windows from the phase's start, to show how long the
 // previous contender's clock lasts.
 static void solo_phase(BenchCtx& c, int op, bool cublas, int ms, double flops, const char* what) {
-  static Nvml nvml;
+  static const cakec::Nvml nvml = [] {
+    int dev = 0, domain = 0, bus = 0, slot = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, dev));
+    CK(cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, dev));
+    CK(cudaDeviceGetAttribute(&slot, cudaDevAttrPciDeviceId, dev));
+    return cakec::Nvml(domain, bus, slot);
+  }();
   std::atomic<bool> stop{false};
-  std::vector<unsigned> clk, pw, tmp;
+  std::vector<double> clk, pw;
   const int edges[] = {0, 10, 20, 50, 100, 200, 500, 1000, 1 << 30};
   double win_sum[8] = {}, win_n[8] = {};
   int capped = 0, samples = 0;
@@ -459,19 +442,16 @@ static void solo_phase(BenchCtx& c, int op, bool cublas, int ms, double flops, c
   std::thread sampler([&] {
     while (!stop.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      if (!nvml.ok) continue;
       const long long t =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
       unsigned v = 0;
-      nvml.clock(nvml.dev, 1, &v);
-      for (int w = 0; w < 8; ++w)
-        if (t >= edges[w] && t < edges[w + 1]) win_sum[w] += v, win_n[w] += 1;
+      double w = 0;
+      if (!nvml.read(v, w)) continue;
+      for (int i = 0; i < 8; ++i)
+        if (t >= edges[i] && t < edges[i + 1]) win_sum[i] += v, win_n[i] += 1;
       if (t < ms / 4) continue;
-      unsigned p = 0, tc = 0;
-      unsigned long long r = 0;
-      nvml.power(nvml.dev, &p), nvml.temp(nvml.dev, 0, &tc), nvml.reasons(nvml.dev, &r);
-      clk.push_back(v), pw.push_back(p), tmp.push_back(tc);
-      capped += (r & 0x4) != 0;  // software power cap
+      clk.push_back(v), pw.push_back(w);
+      capped += nvml.power_capped() == 1;
       ++samples;
     }
   });
@@ -497,17 +477,17 @@ static void solo_phase(BenchCtx& c, int op, bool cublas, int ms, double flops, c
   sampler.join();
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
-  auto mean = [](const std::vector<unsigned>& v) {
+  auto mean = [](const std::vector<double>& v) {
     double s = 0;
-    for (unsigned x : v) s += x;
+    for (double x : v) s += x;
     return v.empty() ? 0.0 : s / v.size();
   };
   const double per_call = timed_ms / std::max(calls, 1), tf = flops / per_call / 1e9, mhz = mean(clk);
   // flops per SM per clock against the dense bf16 4096 of an H100/H200 SM
   const double per_clk = mhz > 0 ? flops / (per_call * 1e-3) / (c.sms * mhz * 1e6) / 4096 : 0;
-  std::printf("SOLO %-14s %7.3f ms %6.1f TFLOP/s  %6.0f MHz  %5.1f W  %4.1f C  cap %3d/%-3d  %.3f of peak/clk  (%d calls)"
+  std::printf("SOLO %-14s %7.3f ms %6.1f TFLOP/s  %6.0f MHz  %5.1f W  cap %3d/%-3d  %.3f of peak/clk  (%d calls)"
               "  MHz from start, 0-10/-20/-50/-100/-200/-500/-1000/rest ms:",
-              what, per_call, tf, mhz, mean(pw) / 1e3, mean(tmp), capped, samples, per_clk, calls);
+              what, per_call, tf, mhz, mean(pw), capped, samples, per_clk, calls);
   for (int w = 0; w < 8; ++w) std::printf(" %.0f", win_n[w] ? win_sum[w] / win_n[w] : 0.0);
   std::printf("\n");
 }
