@@ -149,11 +149,16 @@ __device__ __forceinline__ void bulk_wait_read() {
 // Barrier of one consumer warpgroup (ids 2, 3; id 1 spans both consumers).
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
-// Shared-memory matrix descriptor, 128-byte swizzle (mode 1 in bits 62-63).
-__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
-         (static_cast<unsigned long long>(lbo >> 4) << 16) | (static_cast<unsigned long long>(sbo >> 4) << 32) |
-         (1ull << 62);
+// Shared-memory matrix descriptor, 128-byte swizzle: the low word holds the address (bits
+// 0-13: addr >> 4) and the leading byte offset, the high word the stride and the mode (1 in
+// bits 62-63). Shared addresses are below 2^18, so moving the address by a stage or a k step
+// is an add to the low word that never carries out of its field: the main loop adds to a
+// low word made once (rebuilding whole descriptors cost ~50 instructions a warp a k block).
+__device__ __forceinline__ unsigned desc_lo(unsigned addr, unsigned lbo) {
+  return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
+}
+__device__ __forceinline__ unsigned long long desc_of(unsigned lo, unsigned sbo) {
+  return (static_cast<unsigned long long>((sbo >> 4) | (1u << 30)) << 32) | lo;
 }
 
 
@@ -598,6 +603,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // consumer: rows [64c, 64c + 64) of the tile
+    // Descriptor low words of stage 0: this consumer's A rows and the whole B tile.
+    const unsigned a_lo0 = desc_lo(a_base + c * 8192, kTransA ? 8192 : 16), b_lo0 = desc_lo(b_base, kTransB ? 8192 : 16);
     const int ctid = threadIdx.x - 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     // A stage is free once every consumer warp of the cluster is done with it (its B share was
     // multicast into every CTA).
@@ -761,6 +768,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       auto k_block = [&](int kb, int old_slice, bool writes_old) {  // a constant unless rolled
         mbar_wait(full_bar + 8 * stage, phase);
         const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
+        const unsigned a_lo = a_lo0 + stage * (kABytes >> 4), b_lo = b_lo0 + stage * (kBBytes >> 4);
         if constexpr (kOp == kOpWgrad) {
           const int valid = tile.row_end - tile.row0 - kb * 64;
           if (valid < 64) {  // rows of the next group (or past M): zero them for the reduction
@@ -780,10 +788,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          const unsigned long long da =
-              kTransA ? smem_desc(sa + c * 8192 + kk * 2048, 8192, 1024) : smem_desc(sa + c * 8192 + kk * 32, 16, 1024);
-          const unsigned long long db =
-              kTransB ? smem_desc(sb + kk * 2048, 8192, 1024) : smem_desc(sb + kk * 32, 16, 1024);
+          const unsigned long long da = desc_of(a_lo + kk * (kTransA ? 2048 : 32) / 16, 1024);
+          const unsigned long long db = desc_of(b_lo + kk * (kTransB ? 2048 : 32) / 16, 1024);
           wgmma<kBN, kTransA, kTransB>(acc, da, db);
         }
         wgmma_commit();

@@ -298,9 +298,14 @@ struct BenchCtx {
 
 static void run_cake(void* p) {
   auto& c = *static_cast<BenchCtx*>(p);
-  // 12..15: ops 0..3 with the dynamic tile schedule (wgrad: the tail split); 16..19: 128 x 192
-  // tiles; 20, 21: wgrad and wgrad_acc with the dynamic schedule, no split.
-  g_dynamic = c.op >= 12, g_split = c.op < 20 || c.op >= 22;
+  // 4..7: ops 0..3 with clusters of 2 and bands of 8 row units (16 row blocks, as 16 units of
+  // clusters of 1); 8..11: clusters of 2 and bands of 16 units. Both pass the counters: with
+  // tools/dev/patches/sm90_cluster2_dynamic.patch applied they walk the dynamic schedule (no
+  // tail split); the template as it is walks clusters of 2 round-robin.
+  // 12..15: ops 0..3 with the dynamic tile schedule (wgrad: the tail
+  // split); 16..19: 128 x 192 tiles; 20, 21: wgrad and wgrad_acc with the dynamic schedule, no
+  // split.
+  g_dynamic = c.op >= 4, g_split = c.op < 20 || c.op >= 22;
   const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op == 20 || c.op == 21 ? c.op - 18 : c.op;
   if (op == 16) run_op<0, bf16, false, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 17) run_op<1, bf16, false, 192>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
@@ -310,25 +315,20 @@ static void run_cake(void* p) {
   else if (op == 1) run_op<1, bf16, false, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 2) run_op<2, bf16, false, 256>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 3) run_op<2, float, true, 256>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 4) run_op<0, bf16, false, 256, 16, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 5) run_op<1, bf16, false, 256, 16, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 6) run_op<2, bf16, false, 256, 16, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 7) run_op<2, float, true, 256, 16, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 8) run_op<0, bf16, false, 256, 8, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 9) run_op<1, bf16, false, 256, 8, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 10) run_op<2, bf16, false, 256, 8, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else if (op == 11) run_op<2, float, true, 256, 8, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 4) run_op<0, bf16, false, 256, 8, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 5) run_op<1, bf16, false, 256, 8, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 6) run_op<2, bf16, false, 256, 8, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 7) run_op<2, float, true, 256, 8, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  // 8..11 are 4..7's programs; run_op passes the counters (g_dynamic).
+  else if (op == 8) run_op<0, bf16, false, 256, 16, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 9) run_op<1, bf16, false, 256, 16, 4, 2>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 10) run_op<2, bf16, false, 256, 16, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  else if (op == 11) run_op<2, float, true, 256, 16, 4, 2>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   // 22..25: fwd and dgrad with the dynamic schedule and raster bands of 8, then of 32.
   else if (op == 22) run_op<0, bf16, false, 256, 8>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 23) run_op<1, bf16, false, 256, 8>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-#ifdef GG_C2DYN  // the template with tools/dev/patches/sm90_cluster2_dynamic.patch: 24, 25 are fwd and wgrad
-                 // with clusters of 2 on the dynamic schedule
-  else if (op == 24) run_op<0, bf16, false, 256, 16, 4, 2>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-  else run_op<2, bf16, false, 256, 16, 4, 2>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-#else
   else if (op == 24) run_op<0, bf16, false, 256, 32>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else run_op<1, bf16, false, 256, 32>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-#endif
 }
 static void run_cublas(void* p) {
   auto& c = *static_cast<BenchCtx*>(p);
@@ -557,24 +557,16 @@ static void bench(int sms) {
       CK(cudaMalloc(&c.out, out_bytes));
       CK(cudaMemset(c.out, 0, out_bytes));
       double flops = 2.0 * M * s.N * s.K;
-      const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2", "dgrad_c2", "wgrad_c2", "acc_c2",
-                             "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8", "fwd_dyn", "dgrad_dyn",
+      const char* names[] = {"fwd", "dgrad", "wgrad", "wgrad_acc_f32", "fwd_c2b8", "dgrad_c2b8", "wgrad_c2b8", "acc_c2b8",
+                             "fwd_c2dyn", "dgrad_c2dyn", "wgrad_c2dyn", "acc_c2dyn", "fwd_dyn", "dgrad_dyn",
                              "wgrad_dyn", "acc_dyn", "fwd_192", "dgrad_192", "wgrad_192", "acc_192",
                              "wgrad_nosplit", "acc_nosplit", "fwd_dyn_b8", "dgrad_dyn_b8",
-#ifdef GG_C2DYN
-                             "fwd_c2dyn", "wgrad_c2dyn"};
-#else
                              "fwd_dyn_b32", "dgrad_dyn_b32"};
-#endif
       std::vector<int> solo_ops;
       int solo_bop = 0;
       for (int op = 0; op < 26; ++op) {
         if (getenv("GG_OPS") && !strchr(getenv("GG_OPS"), 'a' + op)) continue;
-#ifdef GG_C2DYN
-        const int bop = op < 4 ? op : op == 20 || op == 21 ? op - 18 : op == 25 ? 2 : op >= 22 ? (op - 22) % 2 : op % 4;
-#else
         const int bop = op < 4 ? op : op == 20 || op == 21 ? op - 18 : op >= 22 ? (op - 22) % 2 : op % 4;
-#endif
         if (solo_ms > 0) {  // collected, run after the loop
           solo_ops.push_back(op), solo_bop = bop;
           continue;
@@ -647,12 +639,10 @@ int main(int argc, char** argv) {
     check_all<1, bf16, false, 192>(grid);
     check_all<2, bf16, false, 192>(grid);
     check_all<2, float, true, 192>(grid);
-#ifdef GG_C2DYN
     check_all<0, bf16, false, 256, 2>(grid);
     check_all<1, bf16, false, 256, 2>(grid);
     check_all<2, bf16, false, 256, 2>(grid);
     check_all<2, float, true, 256, 2>(grid);
-#endif
   }
   g_dynamic = false;
   {
