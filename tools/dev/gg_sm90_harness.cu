@@ -301,10 +301,9 @@ static void run_cake(void* p) {
   // 4..7: ops 0..3 with clusters of 2 and bands of 8 row units (16 row blocks, as 16 units of
   // clusters of 1); 8..11: clusters of 2 and bands of 16 units. Both pass the counters: with
   // tools/dev/patches/sm90_cluster2_dynamic.patch applied they walk the dynamic schedule (no
-  // tail split); the template as it is walks clusters of 2 round-robin.
-  // 12..15: ops 0..3 with the dynamic tile schedule (wgrad: the tail
-  // split); 16..19: 128 x 192 tiles; 20, 21: wgrad and wgrad_acc with the dynamic schedule, no
-  // split.
+  // tail split); the template as it is walks clusters of 2 round-robin. 12..15: ops 0..3 with
+  // the dynamic tile schedule (wgrad: the tail split); 16..19: 128 x 192 tiles; 20, 21: wgrad
+  // and wgrad_acc with the dynamic schedule, no split.
   g_dynamic = c.op >= 4, g_split = c.op < 20 || c.op >= 22;
   const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op == 20 || c.op == 21 ? c.op - 18 : c.op;
   if (op == 16) run_op<0, bf16, false, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
