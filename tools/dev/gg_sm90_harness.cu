@@ -47,7 +47,13 @@ static TmaDesc make_map(const void* base, int rank, const uint64_t* dims, const 
   return d;
 }
 
-constexpr int kBM = 128, kStages = 4, kBand = 16;
+// GG_BAND: the raster the checks and the default variants use (the routes' bands of 16 row
+// units; a negative value is a template variant's strips of -GG_BAND column blocks, see
+// tools/dev/patches/).
+#ifndef GG_BAND
+#define GG_BAND 16
+#endif
+constexpr int kBM = 128, kStages = 4, kBand = GG_BAND;
 // Tile counters for the dynamic schedule (two zeroed ints; the kernel leaves them zero), and
 // whether run_op passes them (else the round-robin schedule).
 static int* g_sched = nullptr;
