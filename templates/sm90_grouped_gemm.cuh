@@ -153,7 +153,8 @@ __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 
 // 0-13: addr >> 4) and the leading byte offset, the high word the stride and the mode (1 in
 // bits 62-63). Shared addresses are below 2^18, so moving the address by a stage or a k step
 // is an add to the low word that never carries out of its field: the main loop adds to a
-// low word made once (rebuilding whole descriptors cost ~50 instructions a warp a k block).
+// low word made once (rebuilding whole descriptors cost the fwd kernel 83 instead of 61 SASS
+// instructions a consumer warp a k block).
 __device__ __forceinline__ unsigned desc_lo(unsigned addr, unsigned lbo) {
   return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
 }
