@@ -603,7 +603,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int c = wg - 1;  // consumer: rows [64c, 64c + 64) of the tile
+    const int c = __shfl_sync(0xffffffffu, wg - 1, 0);  // consumer: rows [64c, 64c + 64) of the tile
     // Descriptor low words of stage 0: this consumer's A rows and the whole B tile.
     const unsigned a_lo0 = desc_lo(a_base + c * 8192, kTransA ? 8192 : 16), b_lo0 = desc_lo(b_base, kTransB ? 8192 : 16);
     const int ctid = threadIdx.x - 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -622,9 +622,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     auto take = [&](Tile& t) {  // the producer's next tile; false past the end
       mbar_wait(tile_full + 8 * slot, slot_phase);
       const volatile int* const e = tile_slot + slot * kSlotInts;
-      const bool more = e[0] != 0;
-      t.group = e[1], t.m_blk = e[2], t.n_blk = e[3], t.row0 = e[4], t.row_end = e[5];
-      t.kb0 = e[6], t.kb1 = e[7], t.part = e[8], t.parts = e[9], t.slot = e[10];
+      // Broadcast from lane 0: the same words in every lane, and provably so, which lets the
+      // compiler keep the k loop's counters and descriptors in uniform registers.
+      auto u = [](int v) { return __shfl_sync(0xffffffffu, v, 0); };
+      const bool more = u(e[0]) != 0;
+      t.group = u(e[1]), t.m_blk = u(e[2]), t.n_blk = u(e[3]), t.row0 = u(e[4]), t.row_end = u(e[5]);
+      t.kb0 = u(e[6]), t.kb1 = u(e[7]), t.part = u(e[8]), t.parts = u(e[9]), t.slot = u(e[10]);
       // Each reader arrives itself: an arrive releases only its own thread's read, and the
       // producer overwrites the slot once the barrier completes.
       mbar_arrive(tile_empty + 8 * slot);
