@@ -68,7 +68,9 @@ template <int kBN>
 constexpr int smem_bytes() { return cake::gg::sm90_smem_bytes<kBM, kBN, kStages>(); }
 
 // a: fwd x, dgrad g, wgrad g; b: fwd w, dgrad w, wgrad x
-template <int kOp, typename OutT, bool kAcc, int kBN, int kBandT = kBand, int kStagesT = kStages, int kCl = 1>
+// kBMT = 256: tall fwd tiles (tools/dev/patches/sm90_tall_tiles.patch); A's box stays 128 rows.
+template <int kOp, typename OutT, bool kAcc, int kBN, int kBandT = kBand, int kStagesT = kStages, int kCl = 1,
+          int kBMT = kBM>
 void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int M, int N, int K, int sms,
             cudaStream_t st = 0) {
   TmaDesc ta, tb, to;
@@ -97,8 +99,8 @@ void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int
     uint32_t ba[2] = {64, 64}, bb[2] = {64, 64};
     ta = make_map(a, 2, da, ba), tb = make_map(b, 2, db, bb);
   }
-  auto kern = cake::gg::sm90_grouped_gemm<kOp, OutT, kAcc, kBM, kBN, kStagesT, kBandT, kCl>;
-  constexpr int kSmem = cake::gg::sm90_smem_bytes<kBM, kBN, kStagesT>();
+  auto kern = cake::gg::sm90_grouped_gemm<kOp, OutT, kAcc, kBMT, kBN, kStagesT, kBandT, kCl>;
+  constexpr int kSmem = cake::gg::sm90_smem_bytes<kBMT, kBN, kStagesT>();
   static bool attr = false;
   if (!attr) {
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -161,7 +163,7 @@ T* dev_copy(const std::vector<T>& h) {
 
 static int failures = 0;
 
-template <int kOp, typename OutT, bool kAcc, int kBN, int kCl = 1>
+template <int kOp, typename OutT, bool kAcc, int kBN, int kCl = 1, int kBMT = kBM, int kStagesT = kStages>
 void check_case(const char* name, int E, const std::vector<int>& sizes, int trailing, int N, int K, int sms) {
   std::mt19937 rng(1234 + E + N + K + kOp);
   std::vector<int> offs(E);
@@ -197,7 +199,7 @@ void check_case(const char* name, int E, const std::vector<int>& sizes, int trai
   }
   for (int rep = 0; rep < 2; ++rep) {
     CK(cudaMemcpy(out, init.data(), init.size() * sizeof(OutT), cudaMemcpyHostToDevice));
-    run_op<kOp, OutT, kAcc, kBN, kBand, kStages, kCl>(a, b, out, doffs, E, M, N, K, sms);
+    run_op<kOp, OutT, kAcc, kBN, kBand, kStagesT, kCl, kBMT>(a, b, out, doffs, E, M, N, K, sms);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(rep ? r2.data() : r1.data(), out, init.size() * sizeof(OutT), cudaMemcpyDeviceToHost));
   }
@@ -207,7 +209,7 @@ void check_case(const char* name, int E, const std::vector<int>& sizes, int trai
   std::vector<float> plain;
   if constexpr (kAcc) {  // accumulate bits: out0 + dW (dW from the non-accumulate kernel), one fp32 rounding
     CK(cudaMemcpy(out, init.data(), init.size() * sizeof(OutT), cudaMemcpyHostToDevice));
-    run_op<kOp, OutT, false, kBN, kBand, kStages, kCl>(a, b, out, doffs, E, M, N, K, sms);
+    run_op<kOp, OutT, false, kBN, kBand, kStagesT, kCl, kBMT>(a, b, out, doffs, E, M, N, K, sms);
     CK(cudaDeviceSynchronize());
     plain.resize(rows * cols);
     CK(cudaMemcpy(plain.data(), out, plain.size() * 4, cudaMemcpyDeviceToHost));
@@ -235,29 +237,41 @@ void check_case(const char* name, int E, const std::vector<int>& sizes, int trai
   }
   bool ok = det && bad == 0 && untouched_bad == 0;
   if (sizeof(OutT) == 4 && !kAcc) ok = ok && std::sqrt(err2) <= 5e-5 * std::sqrt(ref2) && maxerr <= 1e-3 * maxref;
-  std::printf("%s %-34s cl=%d dyn=%d grid=%d op=%d out=%s acc=%d bn=%d E=%d M=%d N=%d K=%d det=%d bad=%ld untouched_bad=%ld relF=%.2e\n",
-              ok ? "PASS" : "FAIL", name, kCl, int(g_dynamic), sms, kOp, sizeof(OutT) == 4 ? "f32" : "bf16", int(kAcc), kBN, E, M, N, K, int(det),
+  std::printf("%s %-34s cl=%d dyn=%d grid=%d op=%d out=%s acc=%d bm=%d bn=%d E=%d M=%d N=%d K=%d det=%d bad=%ld untouched_bad=%ld relF=%.2e\n",
+              ok ? "PASS" : "FAIL", name, kCl, int(g_dynamic), sms, kOp, sizeof(OutT) == 4 ? "f32" : "bf16", int(kAcc), kBMT, kBN, E, M, N, K, int(det),
               bad, untouched_bad, ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0);
   if (!ok) ++failures;
   cudaFree(a), cudaFree(b), cudaFree(doffs), cudaFree(ref), cudaFree(out);
 }
 
-template <int kOp, typename OutT, bool kAcc, int kBN, int kCl = 1>
+template <int kOp, typename OutT, bool kAcc, int kBN, int kCl = 1, int kBMT = kBM, int kStagesT = kStages>
 void check_all(int sms) {
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E1 square", 1, {128}, 0, 128, 128, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E4 odd sizes + empty", 4, {0, 7, 129, 300}, 0, 264, 136, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E3 one group + trailing rows", 3, {0, 333, 0}, 50, 520, 200, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E8 balanced", 8, {512, 512, 512, 512, 512, 512, 512, 512}, 0, 1024, 512, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E32 skewed", 32,
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E1 square", 1, {128}, 0, 128, 128, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E4 odd sizes + empty", 4, {0, 7, 129, 300}, 0, 264, 136, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 one group + trailing rows", 3, {0, 333, 0}, 50, 520, 200, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E8 balanced", 8, {512, 512, 512, 512, 512, 512, 512, 512}, 0, 1024, 512, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E32 skewed", 32,
                                    {1, 2, 3, 900, 0, 65, 64, 63, 1, 1, 0, 0, 0, 5, 7, 9, 11, 13, 128, 256, 1,
                                     200, 0, 0, 3, 3, 3, 3, 77, 1, 0, 2},
                                    0, 384, 256, sms);
   // Few tiles of long groups: with the dynamic schedule wgrad splits the last ones along K
   // (groups of one size: 3 parts, fewer tiles than SMs; uneven groups: the smallest group's
   // tiles in 2 parts), a partial column tile included.
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E3 split tail, one size", 3, {1000, 0, 1050}, 20, 384, 520, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E3 split tail, uneven", 3, {1000, 0, 1300}, 20, 384, 520, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl>("E2 split tail, uneven", 2, {2048, 1100}, 0, 256, 256, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, one size", 3, {1000, 0, 1050}, 20, 384, 520, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, uneven", 3, {1000, 0, 1300}, 20, 384, 520, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E2 split tail, uneven", 2, {2048, 1100}, 0, 256, 256, sms);
+}
+
+// Tall tiles (tools/dev/patches/sm90_tall_tiles.patch): fwd and dgrad, 256 x 192 and 256 x 128.
+static void check_tall(int grid) {
+#ifdef GG_TALL
+  check_all<0, bf16, false, 192, 1, 256, 3>(grid);
+  check_all<0, bf16, false, 128, 1, 256, 4>(grid);
+  check_all<1, bf16, false, 192, 1, 256, 3>(grid);
+  check_all<1, bf16, false, 128, 1, 256, 4>(grid);
+#else
+  (void)grid;
+#endif
 }
 
 // ---- benchmark against a per-expert cuBLAS loop (same data; L2 flushed between calls)
@@ -309,10 +323,23 @@ static void run_cake(void* p) {
   // tools/dev/patches/sm90_cluster2_dynamic.patch applied they walk the dynamic schedule (no
   // tail split); the template as it is walks clusters of 2 round-robin. 12..15: ops 0..3 with
   // the dynamic tile schedule (wgrad: the tail split); 16..19: 128 x 192 tiles; 20, 21: wgrad
-  // and wgrad_acc with the dynamic schedule, no split.
+  // and wgrad_acc with the dynamic schedule, no split; 26, 27: fwd with tall tiles (256 x 192,
+  // 3 stages; 256 x 128, 4 stages), 28, 29: dgrad with them (tools/dev/patches/
+  // sm90_tall_tiles.patch, built with -DGG_TALL).
   g_dynamic = c.op >= 4, g_split = c.op < 20 || c.op >= 22;
   const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op == 20 || c.op == 21 ? c.op - 18 : c.op;
-  if (op == 16) run_op<0, bf16, false, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+  if (op >= 26) {
+#ifdef GG_TALL
+    if (op == 26) run_op<0, bf16, false, 192, kBand, 3, 1, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    else if (op == 27) run_op<0, bf16, false, 128, kBand, 4, 1, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    else if (op == 28) run_op<1, bf16, false, 192, kBand, 3, 1, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    else run_op<1, bf16, false, 128, kBand, 4, 1, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+#else
+    std::fprintf(stderr, "variants { | } ~ need -DGG_TALL and tools/dev/patches/sm90_tall_tiles.patch\n");
+    std::exit(2);
+#endif
+  }
+  else if (op == 16) run_op<0, bf16, false, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 17) run_op<1, bf16, false, 192>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 18) run_op<2, bf16, false, 192>(c.g, c.x, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
   else if (op == 19) run_op<2, float, true, 192>(c.g, c.x, (float*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
@@ -566,11 +593,12 @@ static void bench(int sms) {
                              "fwd_c2dyn", "dgrad_c2dyn", "wgrad_c2dyn", "acc_c2dyn", "fwd_dyn", "dgrad_dyn",
                              "wgrad_dyn", "acc_dyn", "fwd_192", "dgrad_192", "wgrad_192", "acc_192",
                              "wgrad_nosplit", "acc_nosplit", "fwd_dyn_b8", "dgrad_dyn_b8",
-                             "fwd_dyn_b32", "dgrad_dyn_b32"};
+                             "fwd_dyn_b32", "dgrad_dyn_b32", "fwd_256x192", "fwd_256x128",
+                             "dgrad_256x192", "dgrad_256x128"};
       std::vector<std::pair<int, int>> solo_ops;  // (cuBLAS baseline op, variant)
-      for (int op = 0; op < 26; ++op) {
+      for (int op = 0; op < 30; ++op) {
         if (getenv("GG_OPS") && !strchr(getenv("GG_OPS"), 'a' + op)) continue;
-        const int bop = op < 4 ? op : op == 20 || op == 21 ? op - 18 : op >= 22 ? (op - 22) % 2 : op % 4;
+        const int bop = op < 4 ? op : op == 20 || op == 21 ? op - 18 : op >= 26 ? (op - 26) / 2 : op >= 22 ? (op - 22) % 2 : op % 4;
         if (solo_ms > 0) {  // collected, run after the loop
           solo_ops.push_back({bop, op});
           continue;
@@ -638,6 +666,7 @@ int main(int argc, char** argv) {
   check_all<2, float, true, 256, 2>(sms);
   check_all<0, bf16, false, 128, 2>(sms);
   check_all<2, float, false, 128, 2>(sms);
+  check_tall(sms);
   // The dynamic tile schedule: the same checks (two runs each, so the counters' reset is
   // exercised), with every SM and with 7, then the counters must read zero again.
   g_dynamic = true, g_split = true;
@@ -654,6 +683,7 @@ int main(int argc, char** argv) {
     check_all<1, bf16, false, 256, 2>(grid);
     check_all<2, bf16, false, 256, 2>(grid);
     check_all<2, float, true, 256, 2>(grid);
+    check_tall(grid);
   }
   g_dynamic = false;
   {
