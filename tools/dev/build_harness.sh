@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds tools/dev/gg_sm90_harness.cu against a copy of templates/ with patches applied:
+#   tools/dev/build_harness.sh OUT [PATCH...] [-- NVCC_FLAGS...]
+# PATCH is a name in tools/dev/patches/ (without .patch) or a path. OUT is the binary's path.
+# Example (the tall tiles with the energy probe's no-multiply switch):
+#   tools/dev/build_harness.sh .devbin/gg_tall_nomma sm90_tall_tiles sm90_energy_probe -- -DGG_TALL -DGG_NO_MMA
+# Builds on the CPU machine; carry the binary to the GPU machine (it needs libcublas there).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if (($# < 1)); then
+  sed -n '2,7p' "$0" >&2
+  exit 2
+fi
+out=$1
+shift
+patches=()
+while (($#)) && [ "$1" != "--" ]; do
+  patches+=("$1")
+  shift
+done
+(($#)) && shift  # the --
+copy=$(mktemp -d)
+trap 'rm -rf "$copy"' EXIT
+cp -r templates "$copy/"
+for p in "${patches[@]}"; do
+  file=$p
+  [ -f "$file" ] || file=tools/dev/patches/$p.patch
+  [ -f "$file" ] || { echo "build_harness: no patch $p" >&2; exit 2; }
+  (cd "$copy" && patch -s -p1 --no-backup-if-mismatch <"$OLDPWD/$file") || { echo "build_harness: $p does not apply" >&2; exit 1; }
+done
+mkdir -p "$(dirname "$out")"
+nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a "$@" -I "$copy/templates" -I templates -I tools/dev \
+  -I tools/cakec tools/dev/gg_sm90_harness.cu tools/cakec/nvml_reader.cpp -lcublas -ldl -o "$out" \
+  -Wno-deprecated-declarations
+echo "built $out (${patches[*]:-no patches}; flags: ${*:-none})"
