@@ -17,6 +17,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "sm90_grouped_gemm.cuh"
@@ -330,10 +331,18 @@ static void run_cake(void* p) {
   const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op == 20 || c.op == 21 ? c.op - 18 : c.op;
   if (op >= 26) {
 #ifdef GG_TALL
-    if (op == 26) run_op<0, bf16, false, 192, kBand, 3, 1, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-    else if (op == 27) run_op<0, bf16, false, 128, kBand, 4, 1, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-    else if (op == 28) run_op<1, bf16, false, 192, kBand, 3, 1, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
-    else run_op<1, bf16, false, 128, kBand, 4, 1, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    // Raster bands of 8 units of 256 rows (GG_TALL_BAND=16 for 16): 2048 rows a band, as the
+    // routes' 16 units of 128.
+    static const bool band16 = getenv("GG_TALL_BAND") && std::atoi(getenv("GG_TALL_BAND")) == 16;
+    auto tall = [&](auto band) {
+      constexpr int kB = decltype(band)::value;
+      if (op == 26) run_op<0, bf16, false, 192, kB, 3, 1, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+      else if (op == 27) run_op<0, bf16, false, 128, kB, 4, 1, 256>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+      else if (op == 28) run_op<1, bf16, false, 192, kB, 3, 1, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+      else run_op<1, bf16, false, 128, kB, 4, 1, 256>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    };
+    if (band16) tall(std::integral_constant<int, 16>{});
+    else tall(std::integral_constant<int, 8>{});
 #else
     std::fprintf(stderr, "variants { | } ~ need -DGG_TALL and tools/dev/patches/sm90_tall_tiles.patch\n");
     std::exit(2);
