@@ -69,7 +69,7 @@ template <int kBN>
 constexpr int smem_bytes() { return cake::gg::sm90_smem_bytes<kBM, kBN, kStages>(); }
 
 // a: fwd x, dgrad g, wgrad g; b: fwd w, dgrad w, wgrad x
-// kBMT = 256: tall fwd tiles (tools/dev/patches/sm90_tall_tiles.patch); A's box stays 128 rows.
+// kBMT = 256: tall fwd and dgrad tiles (tools/dev/patches/sm90_tall_tiles.patch); A's box stays 128 rows.
 template <int kOp, typename OutT, bool kAcc, int kBN, int kBandT = kBand, int kStagesT = kStages, int kCl = 1,
           int kBMT = kBM>
 void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int M, int N, int K, int sms,
