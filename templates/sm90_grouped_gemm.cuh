@@ -691,13 +691,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       }
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       named_sync(2 + c);
-      if (store && ctid % 128 == 0) {
-        const int wg_row = tile.m_blk * kBM + c * 64;
-        const int col = tile.n_blk * kBN + s * kSliceCols;
-        if constexpr (kOp == kOpWgrad)
-          tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, tile.group);
-        else
-          tma_store_2d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row);
+      if (ctid % 128 == 0) {
+        if (store) {
+          const int wg_row = tile.m_blk * kBM + c * 64;
+          const int col = tile.n_blk * kBN + s * kSliceCols;
+          if constexpr (kOp == kOpWgrad)
+            tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, tile.group);
+          else
+            tma_store_2d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row);
+        }
+        // Every slice commits a bulk group (an empty one when it stores nothing), so the
+        // bulk_wait_read<1> above always waits for the store that last used this buffer: two
+        // unstored slices after a stored one would otherwise reuse its buffer unguarded.
         bulk_commit();
       }
     };

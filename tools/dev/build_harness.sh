@@ -26,7 +26,8 @@ for p in "${patches[@]}"; do
   file=$p
   [ -f "$file" ] || file=tools/dev/patches/$p.patch
   [ -f "$file" ] || { echo "build_harness: no patch $p" >&2; exit 2; }
-  (cd "$copy" && patch -s -p1 --no-backup-if-mismatch <"$OLDPWD/$file") || { echo "build_harness: $p does not apply" >&2; exit 1; }
+  file=$(realpath "$file")
+  (cd "$copy" && patch -s -p1 --no-backup-if-mismatch <"$file") || { echo "build_harness: $p does not apply" >&2; exit 1; }
 done
 mkdir -p "$(dirname "$out")"
 nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a "$@" -I "$copy/templates" -I templates -I tools/dev \
