@@ -29,12 +29,9 @@ def main(paths):
                     continue
                 m = ROW.match(line)
                 if m:
-                    row = (binary,) + m.groups()
-                    # A row printed twice (fwd, then dgrad) is two rows: number them.
-                    while row in rows and "cublas_loop" in rows[row] and len(rows[row]["cublas_loop"]) >= 2:
-                        row = row + ("+",)
-                    if row not in order:
-                        order.append(row)
+                    # Each header starts a row of its own (fwd's and dgrad's share a heading).
+                    row = (len(order), binary) + m.groups()
+                    order.append(row)
                     continue
                 m = SOLO.match(line)
                 if m and row:
@@ -42,7 +39,7 @@ def main(paths):
     for row in order:
         loop = rows[row].get("cublas_loop")
         loop_ms = sum(v[0] for v in loop) / len(loop) if loop else None
-        print(" ".join(row).replace(" +", ""))
+        print(" ".join(row[1:]))
         for variant, runs in rows[row].items():
             ms, mhz, w, clk = (sum(v[i] for v in runs) / len(runs) for i in range(4))
             vs = f"{loop_ms / ms:.3f}x" if loop_ms else "-"
