@@ -70,6 +70,7 @@ constexpr int smem_bytes() { return cake::gg::sm90_smem_bytes<kBM, kBN, kStages>
 
 // a: fwd x, dgrad g, wgrad g; b: fwd w, dgrad w, wgrad x
 // kBMT = 256: tall fwd and dgrad tiles (tools/dev/patches/sm90_tall_tiles.patch); A's box stays 128 rows.
+// kBMT = 192: three consumers (tools/dev/patches/sm90_three_consumers.patch); A's box is 64 rows, 512 threads.
 template <int kOp, typename OutT, bool kAcc, int kBN, int kBandT = kBand, int kStagesT = kStages, int kCl = 1,
           int kBMT = kBM>
 void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int M, int N, int K, int sms,
@@ -89,11 +90,11 @@ void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int
   }
   if (kOp == 0) {
     uint64_t da[2] = {uint64_t(K), uint64_t(M)}, db[3] = {uint64_t(K), uint64_t(N), uint64_t(E)};
-    uint32_t ba[2] = {64, kBM}, bb[3] = {64, kBN / kCl, 1};
+    uint32_t ba[2] = {64, kBMT == 192 ? 64u : kBM}, bb[3] = {64, kBN / kCl, 1};
     ta = make_map(a, 2, da, ba), tb = make_map(b, 3, db, bb);
   } else if (kOp == 1) {
     uint64_t da[2] = {uint64_t(N), uint64_t(M)}, db[3] = {uint64_t(K), uint64_t(N), uint64_t(E)};
-    uint32_t ba[2] = {64, kBM}, bb[3] = {64, 64, 1};
+    uint32_t ba[2] = {64, kBMT == 192 ? 64u : kBM}, bb[3] = {64, 64, 1};
     ta = make_map(a, 2, da, ba), tb = make_map(b, 3, db, bb);
   } else {
     uint64_t da[2] = {uint64_t(N), uint64_t(M)}, db[2] = {uint64_t(K), uint64_t(M)};
@@ -110,7 +111,7 @@ void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int
   int* sched = g_dynamic ? g_sched : nullptr;
   float* split_ws = g_dynamic && g_split ? g_split_ws : nullptr;
   void* args[] = {&ta, &tb, &to, &out, &offs, &sched, &E, &M, &N, &K, &split_ws, &g_split_ctas};
-  CK(cudaLaunchKernel((const void*)kern, dim3(sms / kCl * kCl), dim3(384), args, kSmem, st));
+  CK(cudaLaunchKernel((const void*)kern, dim3(sms / kCl * kCl), dim3(kBMT == 192 ? 512 : 384), args, kSmem, st));
   CK(cudaGetLastError());
 }
 
@@ -275,6 +276,16 @@ static void check_tall(int grid) {
 #endif
 }
 
+// Three consumers (tools/dev/patches/sm90_three_consumers.patch): fwd and dgrad, 192 x 256, 3 stages.
+static void check_three(int grid) {
+#ifdef GG_THREE
+  check_all<0, bf16, false, 256, 1, 192, 3>(grid);
+  check_all<1, bf16, false, 256, 1, 192, 3>(grid);
+#else
+  (void)grid;
+#endif
+}
+
 // ---- benchmark against a per-expert cuBLAS loop (same data; L2 flushed between calls)
 // Median times of two contenders, timed alternately (same clocks and temperature for both).
 static void time_pair(int iters, void (*f1)(void*), void (*f2)(void*), void* ctx, void* flush, size_t flush_bytes,
@@ -329,6 +340,18 @@ static void run_cake(void* p) {
   // sm90_tall_tiles.patch, built with -DGG_TALL).
   g_dynamic = c.op >= 4, g_split = c.op < 20 || c.op >= 22;
   const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op == 20 || c.op == 21 ? c.op - 18 : c.op;
+#ifdef GG_THREE
+  // Built with -DGG_THREE, variants { and } (26, 28) are fwd and dgrad with 192 x 256 tiles and
+  // three consumers, raster bands of 8 units of 192 rows (GG_TALL_BAND=16 for 16).
+  if (op == 26 || op == 28) {
+    static const bool band16 = getenv("GG_TALL_BAND") && std::atoi(getenv("GG_TALL_BAND")) == 16;
+    if (op == 26 && band16) run_op<0, bf16, false, 256, 16, 3, 1, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    else if (op == 26) run_op<0, bf16, false, 256, 8, 3, 1, 192>(c.x, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    else if (band16) run_op<1, bf16, false, 256, 16, 3, 1, 192>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    else run_op<1, bf16, false, 256, 8, 3, 1, 192>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
+    return;
+  }
+#endif
   if (op >= 26) {
 #ifdef GG_TALL
     // Raster bands of 8 units of 256 rows (GG_TALL_BAND=16 for 16): 2048 rows a band, as the
@@ -602,8 +625,12 @@ static void bench(int sms) {
                              "fwd_c2dyn", "dgrad_c2dyn", "wgrad_c2dyn", "acc_c2dyn", "fwd_dyn", "dgrad_dyn",
                              "wgrad_dyn", "acc_dyn", "fwd_192", "dgrad_192", "wgrad_192", "acc_192",
                              "wgrad_nosplit", "acc_nosplit", "fwd_dyn_b8", "dgrad_dyn_b8",
-                             "fwd_dyn_b32", "dgrad_dyn_b32", "fwd_256x192", "fwd_256x128",
-                             "dgrad_256x192", "dgrad_256x128"};
+                             "fwd_dyn_b32", "dgrad_dyn_b32",
+#ifdef GG_THREE
+                             "fwd_192x256", "-", "dgrad_192x256", "-"};
+#else
+                             "fwd_256x192", "fwd_256x128", "dgrad_256x192", "dgrad_256x128"};
+#endif
       std::vector<std::pair<int, int>> solo_ops;  // (cuBLAS baseline op, variant)
       for (int op = 0; op < 30; ++op) {
         if (getenv("GG_OPS") && !strchr(getenv("GG_OPS"), 'a' + op)) continue;
@@ -676,6 +703,7 @@ int main(int argc, char** argv) {
   check_all<0, bf16, false, 128, 2>(sms);
   check_all<2, float, false, 128, 2>(sms);
   check_tall(sms);
+  check_three(sms);
   // The dynamic tile schedule: the same checks (two runs each, so the counters' reset is
   // exercised), with every SM and with 7, then the counters must read zero again.
   g_dynamic = true, g_split = true;
@@ -693,6 +721,7 @@ int main(int argc, char** argv) {
     check_all<2, bf16, false, 256, 2>(grid);
     check_all<2, float, true, 256, 2>(grid);
     check_tall(grid);
+    check_three(grid);
   }
   g_dynamic = false;
   {
