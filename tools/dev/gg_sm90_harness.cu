@@ -70,7 +70,7 @@ constexpr int smem_bytes() { return cake::gg::sm90_smem_bytes<kBM, kBN, kStages>
 
 // a: fwd x, dgrad g, wgrad g; b: fwd w, dgrad w, wgrad x
 // kBMT = 256: tall fwd and dgrad tiles (tools/dev/patches/sm90_tall_tiles.patch); A's box stays 128 rows.
-// kBMT = 192: three consumers (tools/dev/patches/sm90_three_consumers.patch); A's box is 64 rows, 512 threads.
+// kBMT = 192: three consumers (tools/dev/patches/sm90_three_consumers.patch); A's box is 192 rows, 512 threads.
 template <int kOp, typename OutT, bool kAcc, int kBN, int kBandT = kBand, int kStagesT = kStages, int kCl = 1,
           int kBMT = kBM>
 void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int M, int N, int K, int sms,
@@ -90,11 +90,11 @@ void run_op(const bf16* a, const bf16* b, OutT* out, const int* offs, int E, int
   }
   if (kOp == 0) {
     uint64_t da[2] = {uint64_t(K), uint64_t(M)}, db[3] = {uint64_t(K), uint64_t(N), uint64_t(E)};
-    uint32_t ba[2] = {64, kBMT == 192 ? 64u : kBM}, bb[3] = {64, kBN / kCl, 1};
+    uint32_t ba[2] = {64, kBMT == 192 ? 192u : kBM}, bb[3] = {64, kBN / kCl, 1};
     ta = make_map(a, 2, da, ba), tb = make_map(b, 3, db, bb);
   } else if (kOp == 1) {
     uint64_t da[2] = {uint64_t(N), uint64_t(M)}, db[3] = {uint64_t(K), uint64_t(N), uint64_t(E)};
-    uint32_t ba[2] = {64, kBMT == 192 ? 64u : kBM}, bb[3] = {64, 64, 1};
+    uint32_t ba[2] = {64, kBMT == 192 ? 192u : kBM}, bb[3] = {64, 64, 1};
     ta = make_map(a, 2, da, ba), tb = make_map(b, 3, db, bb);
   } else {
     uint64_t da[2] = {uint64_t(N), uint64_t(M)}, db[2] = {uint64_t(K), uint64_t(M)};
@@ -281,6 +281,11 @@ static void check_three(int grid) {
 #ifdef GG_THREE
   check_all<0, bf16, false, 256, 1, 192, 3>(grid);
   check_all<1, bf16, false, 256, 1, 192, 3>(grid);
+  // Groups on either side of a 192-row block, and one of a single row.
+  check_case<0, bf16, false, 256, 1, 192, 3>("E5 around 192 rows", 5, {191, 192, 193, 64, 65}, 0, 512, 256, grid);
+  check_case<1, bf16, false, 256, 1, 192, 3>("E5 around 192 rows", 5, {191, 192, 193, 64, 65}, 0, 512, 256, grid);
+  check_case<0, bf16, false, 256, 1, 192, 3>("E3 1000 / 1 / 2100", 3, {1000, 1, 2100}, 0, 256, 384, grid);
+  check_case<1, bf16, false, 256, 1, 192, 3>("E3 1000 / 1 / 2100", 3, {1000, 1, 2100}, 0, 256, 384, grid);
 #else
   (void)grid;
 #endif
