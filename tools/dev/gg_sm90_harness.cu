@@ -356,6 +356,10 @@ static void run_cake(void* p) {
     else run_op<1, bf16, false, 256, 8, 3, 1, 192>(c.g, c.w, (bf16*)c.out, c.offs, c.E, c.M, c.N, c.K, c.sms);
     return;
   }
+  if (op == 27 || op == 29) {
+    std::fprintf(stderr, "variants | and ~ do not exist in a -DGG_THREE build (only { and })\n");
+    std::exit(2);
+  }
 #endif
   if (op >= 26) {
 #ifdef GG_TALL

@@ -18,7 +18,8 @@ SOLO = re.compile(r"^SOLO (\S+)\s+([\d.]+) ms\s+[\d.]+ TFLOP/s\s+(\d+) MHz\s+([\
 
 
 def main(paths):
-    rows = defaultdict(lambda: defaultdict(list))  # (binary, row) -> variant -> [(ms, MHz, W, per clk)]
+    # (index, binary, shape, dist, E) -> variant -> [(ms, MHz, W, work a clock), one a round]
+    rows = defaultdict(lambda: defaultdict(list))
     order = []
     for path in paths:
         binary, row = path, None
