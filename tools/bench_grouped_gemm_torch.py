@@ -1,10 +1,13 @@
 """Grouped GEMM: cake (through the C ABI) against torch._grouped_mm, in one python process on
 the GPU, same inputs, CUDA-event medians with L2 flushed before each timed call; cake and
-torch are timed in turn, rep by rep.
+torch are timed in turn, rep by rep (one shared clock), or with --sustained each alone for a
+while, at the clock its own power draw allows under the card's cap (as `cakec bench
+grouped_gemm --sustained`).
 
     python3 tools/bench_grouped_gemm_torch.py build-gpu/runtime/libcake.so \
         [--shape gate_up down] [--m 131072] [--e 8 32] [--dist balanced lognormal] \
-        [--op fwd dgrad wgrad wgrad_acc] [--reps 10]
+        [--op fwd dgrad wgrad wgrad_acc] [--reps 10 | --sustained [--warm-ms 1000]
+        [--window-ms 500] [--rounds 2]]
 
 torch's side: fwd _grouped_mm(x, w.transpose(-2, -1), offs) -> [M, N]; dgrad
 _grouped_mm(g, w, offs) -> [M, K]; wgrad _grouped_mm(g.t(), x, offs) -> [E, N, K] bf16;
@@ -13,10 +16,12 @@ f32 out_dtype leaves its fast path). Group sizes follow `cakec bench grouped_gem
 lognormal draws from torch's generator, so its sizes differ from the C++ bench's.
 Exit code 1 when a cake call fails or a row's output disagrees with torch's."""
 import argparse
+import ctypes
 import math
 import os
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -50,12 +55,69 @@ def group_sizes(dist, m, e):
     return sizes.tolist()
 
 
+class _FieldValue(ctypes.Structure):  # nvml.h's nvmlFieldValue_t
+    _fields_ = [("field_id", ctypes.c_uint), ("scope_id", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                ("latency_us", ctypes.c_longlong), ("value_type", ctypes.c_int), ("nvml_return", ctypes.c_int),
+                ("value", ctypes.c_ulonglong)]
+
+
+class Nvml:
+    """SM clock (MHz) and board power (W) of torch's current device through libnvidia-ml, as
+    cakec's NVML reader does (instant power where the driver has it, else the averaged
+    reading); `error` says why not where it cannot."""
+
+    def __init__(self):
+        self.error, self.dev = None, ctypes.c_void_p()
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                raise OSError("nvmlInit_v2 failed")
+            p = torch.cuda.get_device_properties(torch.cuda.current_device())
+            bus = f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0".encode()
+            if lib.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(self.dev)) != 0:
+                raise OSError(f"no NVML device at {bus.decode()}")
+            self.lib = lib
+            self.instant = self._instant_mw() is not None
+        except (OSError, AttributeError) as err:
+            self.error = str(err)
+
+    def _instant_mw(self):
+        v = _FieldValue(field_id=186)  # NVML_FI_DEV_POWER_INSTANT, mW
+        if self.lib.nvmlDeviceGetFieldValues(self.dev, 1, ctypes.byref(v)) != 0 or v.nvml_return != 0:
+            return None
+        if v.value_type == 0:  # a double
+            return ctypes.cast(ctypes.pointer(ctypes.c_ulonglong(v.value)), ctypes.POINTER(ctypes.c_double))[0]
+        return v.value & (0xFFFFFFFF if v.value_type == 1 else 0xFFFFFFFFFFFFFFFF)
+
+    def read(self):
+        """(MHz, W), or None."""
+        if self.error:
+            return None
+        mhz, mw = ctypes.c_uint(), ctypes.c_uint()
+        if self.lib.nvmlDeviceGetClockInfo(self.dev, 1, ctypes.byref(mhz)) != 0:  # NVML_CLOCK_SM
+            return None
+        if self.instant:
+            instant = self._instant_mw()
+            return None if instant is None else (mhz.value, instant / 1000.0)
+        if self.lib.nvmlDeviceGetPowerUsage(self.dev, ctypes.byref(mw)) != 0:
+            return None
+        return mhz.value, mw.value / 1000.0
+
+
 class Timer:
     def __init__(self, reps):
         self.reps = reps
         self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")  # > 4x the 60 MB L2
         self.a = torch.cuda.Event(enable_timing=True)
         self.b = torch.cuda.Event(enable_timing=True)
+
+    def timed_ms(self, fn):
+        self.flush.zero_()
+        self.a.record()
+        fn()
+        self.b.record()
+        self.b.synchronize()
+        return self.a.elapsed_time(self.b)
 
     def median_ms(self, *fns):
         """Medians of each fn, timed in turn rep by rep (the same clocks and temperature for
@@ -65,13 +127,34 @@ class Timer:
         t = [[] for _ in fns]
         for _ in range(self.reps):
             for i, fn in enumerate(fns):
-                self.flush.zero_()
-                self.a.record()
-                fn()
-                self.b.record()
-                self.b.synchronize()
-                t[i].append(self.a.elapsed_time(self.b))
+                t[i].append(self.timed_ms(fn))
         return [sorted(v)[len(v) // 2] for v in t]
+
+    def sustained(self, fns, warm_ms, window_ms, rounds, nvml):
+        """Each fn alone, calls back to back (L2 flushed before each): warm_ms of untimed calls
+        while the clock settles at what this fn's own draw allows, then window_ms of timed
+        calls, the clock and power read after each. fns in turn, `rounds` times. Per fn: the
+        mean over rounds of the mean time a call, and the mean clock and power (NaN without
+        NVML)."""
+        out = [[0.0, 0.0, 0.0] for _ in fns]
+        for _ in range(rounds):
+            for i, fn in enumerate(fns):
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < warm_ms / 1000:
+                    self.timed_ms(fn)
+                total, calls, samples = 0.0, 0, []
+                t0 = time.perf_counter()
+                while calls == 0 or time.perf_counter() - t0 < window_ms / 1000:
+                    total += self.timed_ms(fn)
+                    calls += 1
+                    s = nvml.read()
+                    if s:
+                        samples.append(s)
+                mhz = sum(s[0] for s in samples) / len(samples) if samples else float("nan")
+                watts = sum(s[1] for s in samples) / len(samples) if samples else float("nan")
+                for j, v in enumerate((total / calls, mhz, watts)):
+                    out[i][j] += v / rounds
+        return out
 
 
 def bad_count(got, want):
@@ -100,18 +183,42 @@ def main():
                    choices=["balanced", "skewed", "one_empty", "lognormal"])
     p.add_argument("--op", nargs="+", default=["fwd", "dgrad", "wgrad", "wgrad_acc"],
                    choices=["fwd", "dgrad", "wgrad", "wgrad_acc"])
-    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--reps", type=int, default=None, help="timed calls a contender and row, in turn (default 10)")
+    p.add_argument("--sustained", action="store_true",
+                   help="time each contender alone after --warm-ms of calls, at the clock its own draw allows")
+    p.add_argument("--warm-ms", type=int, default=1000, help="with --sustained: untimed calls before each window")
+    p.add_argument("--window-ms", type=int, default=500, help="with --sustained: timed calls a contender and round")
+    p.add_argument("--rounds", type=int, default=2, help="with --sustained: windows a contender, in turn")
     a = p.parse_args()
+    if a.sustained and a.reps is not None:
+        p.error("--reps and --sustained exclude each other (sustained windows are timed by length)")
+    if not a.sustained and (a.warm_ms, a.window_ms, a.rounds) != (1000, 500, 2):
+        p.error("--warm-ms, --window-ms and --rounds need --sustained")
+    for name in ("reps", "warm_ms", "window_ms", "rounds"):
+        v = getattr(a, name)
+        if v is not None and v < (0 if name == "warm_ms" else 1):
+            p.error(f"--{name.replace('_', '-')} must be {'>= 0' if name == 'warm_ms' else 'positive'}, got {v}")
+    if a.reps is None:
+        a.reps = 10
 
     # Each row prepares its launch once: it must run the route's program, not a stand-in
     # serving while that program compiles (README, "Stand-ins").
     os.environ["CAKE_JIT_STAND_IN"] = "0"
     rt = CakeRuntime(a.libcake, cache_dir=tempfile.mkdtemp())
     timer = Timer(a.reps)
+    nvml = Nvml() if a.sustained else None
+    mode = (f"each alone: {a.warm_ms} ms warm, {a.window_ms} ms timed, rounds in turn: {a.rounds} (own clock); "
+            f"MHZ / W c/t: NVML means over the windows" + (f" (NVML: {nvml.error})" if a.sustained and nvml.error else "")
+            if a.sustained else f"median of {a.reps}, in turn call by call (one shared clock)")
     print(f"bench_grouped_gemm_torch: {torch.cuda.get_device_name()}, torch {torch.__version__}; bf16 in; "
-          f"median of {a.reps}, L2 flushed; TF = TFLOP/s (2*M*N*K); VS_TORCH = torch's time / cake's time")
-    cols = ["SHAPE", "M", "E", "DIST", "OP", "GROUPS", "CAKE_MS", "CAKE_TF", "TORCH_TF", "VS_TORCH", "CHECK", "ROUTE"]
-    widths = [7, 6, 2, 9, 9, 11, 7, 7, 8, 8, 7, 0]
+          f"L2 flushed; {mode}; TF = TFLOP/s (2*M*N*K); VS_TORCH = torch's time / cake's time")
+    cols = ["SHAPE", "M", "E", "DIST", "OP", "GROUPS", "CAKE_MS", "CAKE_TF", "TORCH_TF", "VS_TORCH", "CHECK"]
+    widths = [7, 6, 2, 9, 9, 11, 7, 7, 8, 8, 7]
+    if a.sustained:
+        cols += ["MHZ c/t", "W c/t"]
+        widths += [9, 7]
+    cols.append("ROUTE")
+    widths.append(0)
     line = lambda row: print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), flush=True)
     line(cols)
     ratios, failed = [], False
@@ -167,10 +274,17 @@ def main():
                             check = "ok" if bad == 0 else f"BAD {bad}/{total}"
                             failed |= bad != 0
                             del want
-                            cake_ms, torch_ms = timer.median_ms(lambda: launch.run(), ref)
+                            if a.sustained:
+                                (cake_ms, cmhz, cw), (torch_ms, tmhz, tw) = timer.sustained(
+                                    [lambda: launch.run(), ref], a.warm_ms, a.window_ms, a.rounds, nvml)
+                            else:
+                                cake_ms, torch_ms = timer.median_ms(lambda: launch.run(), ref)
                             ratios.append((torch_ms / cake_ms, op, " ".join(str(v) for v in row[:5])))
                             row += [f"{cake_ms:.3f}", f"{flop / cake_ms / 1e9:.0f}", f"{flop / torch_ms / 1e9:.0f}",
-                                    f"{torch_ms / cake_ms:.3f}x", check, route_of(launch)]
+                                    f"{torch_ms / cake_ms:.3f}x", check]
+                            if a.sustained:
+                                row += [f"{cmhz:.0f}/{tmhz:.0f}", f"{cw:.0f}/{tw:.0f}"]
+                            row.append(route_of(launch))
                         except Exception as err:  # a cake error: report the row, go on
                             failed = True
                             row.append(f"error: {err}")
