@@ -19,6 +19,7 @@ import argparse
 import ctypes
 import math
 import os
+import struct
 import sys
 import tempfile
 import time
@@ -86,7 +87,7 @@ class Nvml:
         if self.lib.nvmlDeviceGetFieldValues(self.dev, 1, ctypes.byref(v)) != 0 or v.nvml_return != 0:
             return None
         if v.value_type == 0:  # a double
-            return ctypes.cast(ctypes.pointer(ctypes.c_ulonglong(v.value)), ctypes.POINTER(ctypes.c_double))[0]
+            return struct.unpack("d", struct.pack("Q", v.value))[0]
         return v.value & (0xFFFFFFFF if v.value_type == 1 else 0xFFFFFFFFFFFFFFFF)
 
     def read(self):
@@ -186,20 +187,21 @@ def main():
     p.add_argument("--reps", type=int, default=None, help="timed calls a contender and row, in turn (default 10)")
     p.add_argument("--sustained", action="store_true",
                    help="time each contender alone after --warm-ms of calls, at the clock its own draw allows")
-    p.add_argument("--warm-ms", type=int, default=1000, help="with --sustained: untimed calls before each window")
-    p.add_argument("--window-ms", type=int, default=500, help="with --sustained: timed calls a contender and round")
-    p.add_argument("--rounds", type=int, default=2, help="with --sustained: windows a contender, in turn")
+    p.add_argument("--warm-ms", type=int, help="with --sustained: untimed calls before each window (default 1000)")
+    p.add_argument("--window-ms", type=int, help="with --sustained: timed calls a contender and round (default 500)")
+    p.add_argument("--rounds", type=int, help="with --sustained: windows a contender, in turn (default 2)")
     a = p.parse_args()
     if a.sustained and a.reps is not None:
         p.error("--reps and --sustained exclude each other (sustained windows are timed by length)")
-    if not a.sustained and (a.warm_ms, a.window_ms, a.rounds) != (1000, 500, 2):
+    if not a.sustained and (a.warm_ms, a.window_ms, a.rounds) != (None, None, None):
         p.error("--warm-ms, --window-ms and --rounds need --sustained")
     for name in ("reps", "warm_ms", "window_ms", "rounds"):
         v = getattr(a, name)
         if v is not None and v < (0 if name == "warm_ms" else 1):
             p.error(f"--{name.replace('_', '-')} must be {'>= 0' if name == 'warm_ms' else 'positive'}, got {v}")
-    if a.reps is None:
-        a.reps = 10
+    for name, default in (("reps", 10), ("warm_ms", 1000), ("window_ms", 500), ("rounds", 2)):
+        if getattr(a, name) is None:
+            setattr(a, name, default)
 
     # Each row prepares its launch once: it must run the route's program, not a stand-in
     # serving while that program compiles (README, "Stand-ins").
