@@ -241,6 +241,9 @@ TEST(Cli, BenchWithoutGpuSaysWhy) {
   auto r = run(kCakec + " bench grouped_gemm --sustained --warm-ms 0 --window-ms 1 --rounds 1");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("needs a GPU"), std::string::npos) << r.out;
+  r = run(kCakec + " bench grouped_gemm --order fixed");  // accepted; then the GPU is missing
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("needs a GPU"), std::string::npos) << r.out;
 }
 
 TEST(Cli, BenchSustainedOptionsAreChecked) {  // usage errors, GPU or not: nothing runs
@@ -255,6 +258,10 @@ TEST(Cli, BenchSustainedOptionsAreChecked) {  // usage errors, GPU or not: nothi
   r = run(kCakec + " bench grouped_gemm --sustained --reps 5");  // a window is timed by length
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
+  r = run(kCakec + " bench grouped_gemm --order random");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--order"), std::string::npos) << r.out;
+  EXPECT_EQ(run(kCakec + " bench grouped_gemm --sustained --order fixed").code, 2);
 }
 
 }  // namespace

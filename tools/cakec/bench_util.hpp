@@ -52,11 +52,21 @@ struct Timer {
   // The clock a call runs at is the one the calls before it left: under the card's power
   // cap it follows the draw of the last ~100 ms, so this compares work per clock at a
   // shared clock; sustained() gives each contender the clock of its own draw.
-  std::vector<double> median_ms_interleaved(const std::vector<std::function<void()>>& fs, int reps) {
+  // With `permute`, rep i runs the contenders in the i-th permutation of their order (cycling
+  // through all of them), so each follows each other one about equally often: the clock a
+  // call starts at is what the previous call's draw left, and in a fixed order one contender
+  // always follows the same neighbour (in `cakec bench grouped_gemm`, cake the grouped GEMM).
+  std::vector<double> median_ms_interleaved(const std::vector<std::function<void()>>& fs, int reps,
+                                            bool permute = true) {
     std::vector<std::vector<double>> t(fs.size());
     for (const auto& f : fs) f();  // warm-up
-    for (int i = 0; i < reps; ++i)
-      for (size_t c = 0; c < fs.size(); ++c) t[c].push_back(timed_ms(fs[c], uint32_t(i * fs.size() + c)));
+    std::vector<size_t> order(fs.size());
+    for (size_t c = 0; c < order.size(); ++c) order[c] = c;
+    uint32_t call = 0;
+    for (int i = 0; i < reps; ++i) {
+      for (size_t c : order) t[c].push_back(timed_ms(fs[c], call++));
+      if (permute) std::next_permutation(order.begin(), order.end());  // back to the first after the last
+    }
     std::vector<double> med;
     for (auto& v : t) {
       std::sort(v.begin(), v.end());

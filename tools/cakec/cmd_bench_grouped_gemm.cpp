@@ -31,6 +31,7 @@ struct Args {
   std::vector<int64_t> ms{112576, 131072};
   std::vector<int> es{4, 8, 16, 32};
   int reps = 10;
+  std::string order = "permute";
   std::string cublas;
   bool check = true;
   bool sustained = false;
@@ -161,8 +162,10 @@ class Bench {
                                (lib_.has_grouped_batched() ? "" : " (no cublasGemmGroupedBatchedEx: GROUPED n/a)");
     if (!a_.sustained)
       std::printf("cakec bench grouped_gemm: %s; cuBLAS %s; bf16 in, fp32 compute; median of %d, L2 flushed; "
-                  "contenders in turn call by call (one shared clock); TF = TFLOP/s (2*M*N*K)\n",
-                  device.c_str(), cublas.c_str(), a_.reps);
+                  "contenders in turn call by call (one shared clock), %s; TF = TFLOP/s (2*M*N*K)\n",
+                  device.c_str(), cublas.c_str(), a_.reps,
+                  a_.order == "permute" ? "each rep in the next permutation of their order"
+                                        : "in a fixed order (cake, loop, grouped)");
     else
       std::printf("cakec bench grouped_gemm --sustained: %s; cuBLAS %s; bf16 in, fp32 compute; L2 flushed; each "
                   "contender alone, %d ms untimed then %d ms timed back to back, in turn, %d rounds: mean ms a "
@@ -212,7 +215,7 @@ class Bench {
       std::vector<double> ms;
       std::string mhz, watts;  // per contender, "/"-separated (sustained only)
       if (!a_.sustained) {
-        ms = timer_.median_ms_interleaved(contenders, a_.reps);
+        ms = timer_.median_ms_interleaved(contenders, a_.reps, a_.order == "permute");
       } else {
         for (const auto& s : timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get())) {
           ms.push_back(s.ms);
@@ -358,6 +361,12 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
   c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
   auto* reps = c->add_option("--reps", a->reps, "timed calls per contender and row; the median is reported (default 10)")
                    ->check(CLI::Range(1, 1000));
+  auto* order =
+      c->add_option("--order", a->order,
+                    "in turn: permute (default: each rep runs the contenders in the next permutation of their order, "
+                    "so each follows each other one about equally often) or fixed (cake, loop, grouped every rep: "
+                    "cake always follows the grouped GEMM; the tables before 2026-12-03)")
+          ->check(CLI::IsMember({"permute", "fixed"}));
   c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
   c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the sampled comparison with the cuBLAS loop");
   auto* sustained = c->add_flag(
@@ -365,6 +374,7 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
       "time each contender alone, back to back, after --warm-ms of calls that let the clock settle at what its own "
       "power draw allows (instead of in turn call by call, at one shared clock); prints the clock and power (NVML)");
   reps->excludes(sustained);  // sustained windows are timed by length, not by a count
+  order->excludes(sustained);
   c->add_option("--warm-ms", a->warm_ms, "with --sustained: untimed calls before each window (default 1000)")
       ->check(CLI::Range(0, 60000))
       ->needs(sustained);
