@@ -54,7 +54,12 @@ static TmaDesc make_map(const void* base, int rank, const uint64_t* dims, const 
 #ifndef GG_BAND
 #define GG_BAND 16
 #endif
-constexpr int kBM = 128, kStages = 4, kBand = GG_BAND;
+// GG_STAGES: the ring's stages in the checks and the default variants (the routes' 4; 3 is
+// what the larger tiles fit, measured to see what a shallower ring costs the routes' tile).
+#ifndef GG_STAGES
+#define GG_STAGES 4
+#endif
+constexpr int kBM = 128, kStages = GG_STAGES, kBand = GG_BAND;
 // Tile counters for the dynamic schedule (two zeroed ints; the kernel leaves them zero), and
 // whether run_op passes them (else the round-robin schedule).
 static int* g_sched = nullptr;
