@@ -8,7 +8,7 @@ cakec=$1
 fail() { echo "FAIL: $*"; exit 1; }
 rows=(--shape down --m 4096 --e 4 --dist balanced one_empty --op fwd wgrad_acc)
 
-run_mode() {  # NAME HEADER_WORDS ARGS...: two rows checked ok, the header names the mode
+run_mode() {  # NAME HEADER_WORDS ARGS...: all four rows checked ok, the header names the mode
   local name=$1 header=$2
   shift 2
   out=$("$cakec" bench grouped_gemm "${rows[@]}" "$@" 2>&1)
