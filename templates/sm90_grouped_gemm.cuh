@@ -274,6 +274,10 @@ struct Tile {
 // The split tail's parts per tile, at most, and the workspace slots it may use (the flags
 // after the two schedule counters fill the 1024 int32 counters a launch may own).
 constexpr int kMaxSplitParts = 4, kMaxSplitSlots = 1022;
+// A part's rows, at least: passing a 128 KB sum on costs a part about as much as a tile's
+// idle tail saves until parts are about this long (docs/perf.md, nineteenth session: parts
+// of 683-2731 rows ran 1-20 % slower than no split on the H200, parts of 4096-5461 faster).
+constexpr int kMinSplitPartRows = 4096;
 
 // Walks unit indices (increasing per cluster) to tiles. A unit is kCluster row blocks side by
 // side with one column block: the CTAs of a cluster take one row block each and share the B
@@ -381,8 +385,9 @@ struct Scheduler {
   // step: the last (work mod ctas) tiles split, into the parts that best fill the last wave.
   // With uneven groups the SMs' last tiles start at scattered times, so the last ctas tiles
   // (of the smallest group, walked last) split in two, when a launch has under 16 waves of
-  // tiles (more: the scatter is a small share). `ctas` is the device's SM count (not the
-  // grid's), so a capped grid computes the same bits. After sort_groups (empty groups last).
+  // tiles (more: the scatter is a small share). Parts have kMinSplitPartRows rows or more, so
+  // short groups never split. `ctas` is the device's SM count (not the grid's), so a capped
+  // grid computes the same bits. After sort_groups (empty groups last).
   __device__ void plan_split(int ctas) {
     if (kOp != kOpWgrad || order == nullptr || ctas <= 0 || ctas > kMaxSplitSlots) return;
     int work_groups = 0, min_rows = m, max_rows = 0;
@@ -396,16 +401,16 @@ struct Scheduler {
     }
     const int per_group = units_m_fixed * tiles_n, work = work_groups * per_group, r = work % ctas;
     if (max_rows - min_rows > min_rows / 8) {  // uneven (docs/perf.md: the model and the A/B)
-      if (work >= 16 * ctas || min_rows < 512) return;  // parts of >= 4 k blocks
+      if (work >= 16 * ctas || min_rows < 2 * kMinSplitPartRows) return;
       const int last = per_group < ctas ? per_group : ctas;
       parts = 2, split_tiles = last, split_first = work - last;
       total += last;
       return;
     }
     if (r == 0) return;
-    // The parts that minimise the tail, ceil(p r / ctas) / p tile times, keeping >= 4 k
-    // blocks a part (a part passes 128 KB on through L2).
-    int most = min_rows / 256;
+    // The parts that minimise the tail, ceil(p r / ctas) / p tile times, of at least
+    // kMinSplitPartRows rows each.
+    int most = min_rows / kMinSplitPartRows;
     most = most < kMaxSplitParts ? most : kMaxSplitParts;
     int best = 1;
     for (int p = 2; p <= most; ++p)

@@ -481,7 +481,8 @@ TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
 // accumulate is fp32(out + dW) of that same dW. The empty group (walked last) is zeros, or
 // with accumulate untouched. Three cases: 12 tiles of one size (3 parts, fewer tiles than
 // SMs), SMs + 10 tiles (3 parts after a full wave), 12 tiles of uneven groups (the smaller
-// group's 6 in 2 parts).
+// group's 6 in 2 parts). A part has at least 4096 rows (kMinSplitPartRows), so the groups
+// are long and N x K small.
 TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
   const int sms = Driver::instance().device(0).sm_count;
@@ -550,14 +551,14 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(test::f32_bits(got[i]), test::f32_bits(out0[i] + dw[i])) << "accumulate at " << i;
   };
-  // Groups of one size (1024 and 1000 rows): 2 x 2 x 3 tiles, 3 parts of 5-6 k blocks.
-  check(256, 520, 21, {1024, 1024, 2024});
+  // Groups of one size (12288 and 12312 rows): 2 x 2 x 3 tiles, 3 parts of 64-65 k blocks.
+  check(256, 520, 21, {12288, 12288, 24600});
   // Tiles 128 x 256: 2 groups x N / 128 x 1 = sms + 10 (sms even) or + 11; the last 10-11 run
-  // as 3 parts each (the smaller group has 1000 rows: 16 k blocks) after a whole wave.
-  check(128 * ((int64_t(sms) + 11) / 2), 256, 31, {1024, 1024, 2024});
-  // Uneven groups (1300 and 700 rows): the 6 tiles of the smaller one run as 2 parts of 5-6 k
-  // blocks each.
-  check(256, 520, 41, {1300, 1300, 2000});
+  // as 3 parts each after a whole wave.
+  check(128 * ((int64_t(sms) + 11) / 2), 64, 31, {12288, 12288, 24600});
+  // Uneven groups (12000 and 8200 rows): the 6 tiles of the smaller one run as 2 parts of
+  // 64-65 k blocks each.
+  check(256, 520, 41, {12000, 12000, 20200});
 }
 
 // M = 0: fwd and dgrad launch nothing; wgrad zero-fills dw (a memset, graph-capturable), or

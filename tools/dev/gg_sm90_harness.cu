@@ -263,10 +263,11 @@ void check_all(int sms) {
                                    0, 384, 256, sms);
   // Few tiles of long groups: with the dynamic schedule wgrad splits the last ones along K
   // (groups of one size: 3 parts, fewer tiles than SMs; uneven groups: the smallest group's
-  // tiles in 2 parts), a partial column tile included.
-  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, one size", 3, {1000, 0, 1050}, 20, 384, 520, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, uneven", 3, {1000, 0, 1300}, 20, 384, 520, sms);
-  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E2 split tail, uneven", 2, {2048, 1100}, 0, 256, 256, sms);
+  // tiles in 2 parts), a partial column tile included. Parts have at least kMinSplitPartRows
+  // (4096) rows, so the groups are long.
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, one size", 3, {12300, 0, 12400}, 20, 384, 520, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, uneven", 3, {8200, 0, 12000}, 20, 384, 520, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E2 split tail, uneven", 2, {16384, 8200}, 0, 256, 256, sms);
 }
 
 // Tall tiles (tools/dev/patches/sm90_tall_tiles.patch): fwd and dgrad, 256 x 192 and 256 x 128.
