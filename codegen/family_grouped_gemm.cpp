@@ -85,11 +85,13 @@ ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t, const std::string&
               {"cluster", t.cluster},   {"threads", t.threads()}, {"smem", t.smem()},
               {"kernels", kernel_list(out, acc)}};
   // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
-  // walk round-robin and need none. wgrad splits its last wave's tiles along K (deterministic
-  // stream-K, harness on the H200: one-empty E = 4 rows 1.006x -> 1.027x, docs/perf.md): the
-  // flags after the counters (cake::gg::kMaxSplitSlots) and an FP32 tile of workspace per SM.
-  if (t.cluster == 1) p.params["counters"] = op.index == 2 ? 2 + 1022 : 2;
-  if (t.cluster == 1 && op.index == 2) p.params["workspace_per_sm"] = t.bm * t.bn * 4;
+  // walk round-robin and need none. The last wave's tiles split along the reduction
+  // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; harness on the
+  // H200: one-empty E = 4 wgrad 1.006x -> 1.027x, down M = 4096 lognormal dgrad 0.79x ->
+  // 0.92x, docs/perf.md): the flags after the counters (cake::gg::kMaxSplitSlots) and an FP32
+  // tile of workspace per SM.
+  if (t.cluster == 1) p.params["counters"] = 2 + 1022;
+  if (t.cluster == 1) p.params["workspace_per_sm"] = t.bm * t.bn * 4;
   return p;
 }
 

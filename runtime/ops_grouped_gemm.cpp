@@ -192,8 +192,8 @@ uintptr_t bound(const PlannedStage& s, const ArgMap& args, const std::string& pa
 
 int param_int(const PlannedStage& s, const char* name) { return s.program->params.at(name).get<int>(); }
 
-// `sm_count`: the SMs the launch fills (max_sms); `device_sms`: the device's, which the wgrad
-// tail split is planned for, so that a capped grid computes the same bits.
+// `sm_count`: the SMs the launch fills (max_sms); `device_sms`: the device's, which the tail
+// split is planned for, so that a capped grid computes the same bits.
 Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count, int device_sms) {
   const uint64_t M = uint64_t(c.m), N = uint64_t(c.n), K = uint64_t(c.k), E = uint64_t(c.e);
   const Binder add = elementwise_binder(c.e * c.n * c.k, sm_count);
@@ -259,7 +259,7 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count,
     ls.args.add(int(M));
     ls.args.add(int(N));
     ls.args.add(int(K));
-    if (kind == "sm90") {  // the wgrad tail split: its workspace, planned for the device's SMs
+    if (kind == "sm90") {  // the tail split: its workspace, planned for the device's SMs
       const auto w = args.find("workspace");
       if (w != args.end()) {
         // The kernel's contract: an FP32 tile per SM, and its flags after the two counters.

@@ -10,8 +10,9 @@
 // With kCluster = 2 the two CTAs of a cluster take neighbouring row blocks and each loads half
 // of the shared B tile, multicast into both.
 //
-// wgrad with `split_ws` (and `sched`) splits the last wave's tiles along K (Scheduler::
-// plan_split: deterministic stream-K, a fixed summation order).
+// With `split_ws` (and `sched`) the last wave's tiles split along the reduction (Scheduler::
+// plan_split for wgrad, plan_split_rows for fwd and dgrad launches of few waves:
+// deterministic stream-K, a fixed summation order).
 //
 // Tile order: each CTA's first tile is its own index; after that, with `sched` (two ints in
 // global memory, zero at launch; clusters of 1) the producer takes the next tile index from
@@ -49,8 +50,8 @@
 // rows of the last K block in shared memory before the wgmma reads it.
 //
 // Host contract (runtime/ops_grouped_gemm.cpp): block 384, dynamic smem sm90_smem_bytes,
-// grid a multiple of kCluster (one CTA per SM), `sched` two int32 zeros or null (wgrad with
-// the split: 2 + kMaxSplitSlots zeros), `split_ws` null or split_ctas x kBM x kBN floats,
+// grid a multiple of kCluster (one CTA per SM), `sched` two int32 zeros or null (with the
+// split: 2 + kMaxSplitSlots zeros), `split_ws` null or split_ctas x kBM x kBN floats,
 // `split_ctas` the device's SM count, bf16 maps with 128-byte swizzle:
 //   fwd:   A = x {K, M} box {64, 128};  B = w {K, N, E} box {64, kBN / kCluster, 1};  out y {N, M}
 //   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
@@ -278,6 +279,10 @@ constexpr int kMaxSplitParts = 4, kMaxSplitSlots = 1022;
 // idle tail saves until parts are about this long (docs/perf.md, nineteenth session: parts
 // of 683-2731 rows ran 1-20 % slower than no split on the H200, parts of 4096-5461 faster).
 constexpr int kMinSplitPartRows = 4096;
+// fwd and dgrad split the last wave's tiles only in launches of fewer waves than this, into
+// parts of at least this many k blocks (plan_split_rows; docs/perf.md, nineteenth session:
+// down M = 4096 E = 4 lognormal dgrad, 3 waves, 0.79x -> 0.92x against the cuBLAS loop).
+constexpr int kRowOpSplitWaves = 8, kRowOpSplitBlocks = 16;
 
 // Walks unit indices (increasing per cluster) to tiles. A unit is kCluster row blocks side by
 // side with one column block: the CTAs of a cluster take one row block each and share the B
@@ -399,7 +404,7 @@ struct Scheduler {
       min_rows = t - s < min_rows ? t - s : min_rows;
       max_rows = t - s > max_rows ? t - s : max_rows;
     }
-    const int per_group = units_m_fixed * tiles_n, work = work_groups * per_group, r = work % ctas;
+    const int per_group = units_m_fixed * tiles_n, work = work_groups * per_group;
     if (max_rows - min_rows > min_rows / 8) {  // uneven (docs/perf.md: the model and the A/B)
       if (work >= 16 * ctas || min_rows < 2 * kMinSplitPartRows) return;
       const int last = per_group < ctas ? per_group : ctas;
@@ -407,10 +412,24 @@ struct Scheduler {
       total += last;
       return;
     }
+    split_last(ctas, work, min_rows / kMinSplitPartRows);
+  }
+
+  // fwd and dgrad: every tile runs over all of K (N), so the SMs run in step, and a launch of
+  // a few waves of tiles loses up to a tile's time of its few on the last part wave. Under
+  // kRowOpSplitWaves waves its last tiles split as wgrad's of one size do, into parts of at
+  // least kRowOpSplitBlocks k blocks. More waves: the tail is a small share, and splitting
+  // every launch measured 0.5-1.3 % slower on the bench's rows (docs/perf.md, ninth session).
+  __device__ void plan_split_rows(int ctas, int k_blocks) {
+    if (kOp == kOpWgrad || ctas <= 0 || ctas > kMaxSplitSlots || total >= kRowOpSplitWaves * ctas) return;
+    split_last(ctas, total, k_blocks / kRowOpSplitBlocks);
+  }
+
+  // Splits the last (work mod ctas) of `work` tiles of one length into the parts (at most
+  // `most`) that minimise the tail, ceil(p r / ctas) / p tile times.
+  __device__ void split_last(int ctas, int work, int most) {
+    const int r = work % ctas;
     if (r == 0) return;
-    // The parts that minimise the tail, ceil(p r / ctas) / p tile times, of at least
-    // kMinSplitPartRows rows each.
-    int most = min_rows / kMinSplitPartRows;
     most = most < kMaxSplitParts ? most : kMaxSplitParts;
     int best = 1;
     for (int p = 2; p <= most; ++p)
@@ -514,7 +533,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
   if (kOp == kOpWgrad && num_groups <= kMaxSorted)
     tiles.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (tile_empty + 16 + 2 * kSlotInts * 4 - raw)));
   // The split's flags follow the schedule's two counters; its sums go through split_ws.
-  if (kOp == kOpWgrad && dynamic && split_ws != nullptr) tiles.plan_split(split_ctas);
+  if (dynamic && split_ws != nullptr) {
+    if constexpr (kOp == kOpWgrad)
+      tiles.plan_split(split_ctas);
+    else
+      tiles.plan_split_rows(split_ctas, ((kOp == kOpFwd ? k : n) + 63) / 64);
+  }
   Tile tile{};
   int stage = 0;
   unsigned phase = 0;
@@ -837,13 +861,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       return kDirect + (kb - tile.kb0 < kPeeled ? kb - tile.kb0 : kPeeled);
     };
 
-    // A part of a split tile (Scheduler::plan_split): adds the previous parts' sum, in chain
+    // A part of a split tile (Scheduler::plan_split, plan_split_rows): adds the previous parts' sum, in chain
     // order, and passes the total on to the next part through its workspace slot (flag
     // sched[2 + slot] = parts done so far). Returns whether this unit stores the tile. Part j
     // waits only for part j - 1, a lower unit index that a running CTA has already taken from
     // the counter, so the chain always moves.
     auto pass_on = [&](float(&acc)[kBN / 2], const Tile& tile) {
-      if (kOp != kOpWgrad || tile.parts == 1) return true;
+      if (tile.parts == 1) return true;
       float* const ws = split_ws + static_cast<long long>(tile.slot) * (kBM * kBN);
       int* const flag = sched + 2 + tile.slot;
       if (tile.part > 0) {

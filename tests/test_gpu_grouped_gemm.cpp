@@ -449,9 +449,9 @@ TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
     Dev Y(DType::bf16, {M, N}), DW(DType::f32, {E, N, K});
     auto fwd = ops::prepare_grouped_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, O.dl, o);
     auto wg = ops::prepare_grouped_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, O.dl, false, o);
-    // fwd: the two counters; wgrad: the split's flags after them (1024 words).
-    EXPECT_EQ(fwd.counter_bytes(), 8u) << fwd.describe();
-    EXPECT_NE(fwd.describe().find("8 bytes of counters"), std::string::npos) << fwd.describe();
+    // The two counters and the tail split's flags after them (1024 words).
+    EXPECT_EQ(fwd.counter_bytes(), 4096u) << fwd.describe();
+    EXPECT_NE(fwd.describe().find("4096 bytes of counters"), std::string::npos) << fwd.describe();
     EXPECT_EQ(wg.counter_bytes(), 4096u) << wg.describe();
     EXPECT_NE(wg.describe().find("4096 bytes of counters"), std::string::npos) << wg.describe();
     Y.poison(), DW.poison();
@@ -563,6 +563,62 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
 
 // M = 0: fwd and dgrad launch nothing; wgrad zero-fills dw (a memset, graph-capturable), or
 // with accumulate leaves it alone.
+// fwd and dgrad launches of a few waves split their last wave's tiles along K (fwd) or N
+// (dgrad) as wgrad's tail splits. Groups of 1000 and 1300 rows (each ends in a masked row
+// block) around an empty one: 38 tiles, fewer than SMs, each run as 2 parts of 16 k blocks
+// (plan_split_rows). Against FP64, the same bits run to run, with 3 SMs (the split is planned
+// for the device's SMs) and in a graph replay; the rows past offs[E-1] untouched.
+TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
+  if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
+  const int sms = Driver::instance().device(0).sm_count;
+  const std::vector<int32_t> offs{1000, 1000, 2300};
+  const int64_t E = 3, rows = offs.back(), M = rows + 3;  // 3 rows past offs[E-1]
+  for (const bool fwd : {true, false}) {
+    SCOPED_TRACE(fwd ? "fwd" : "dgrad");
+    const int64_t N = fwd ? 384 : 2048, K = fwd ? 2048 : 384, cols = fwd ? N : K;
+    Operands in(E, M, N, K, offs, fwd ? 51 : 61);
+    const auto a = widen((fwd ? in.X : in.G).download<uint16_t>()), w = widen(in.W.download<uint16_t>());
+    const int64_t red = fwd ? K : N;  // the reduction: over K (fwd) or N (dgrad)
+    std::vector<double> ref(size_t(rows * cols), 0.0);
+    parallel_for(rows, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t e = r < offs[0] ? 0 : 2;
+        for (int64_t c = 0; c < cols; ++c) {
+          double s = 0;
+          for (int64_t i = 0; i < red; ++i)  // w[e] is [N, K]: fwd reads row c, dgrad column c
+            s += a[size_t(r * red + i)] * (fwd ? w[size_t((e * N + c) * K + i)] : w[size_t((e * N + i) * K + c)]);
+          ref[size_t(r * cols + c)] = s;
+        }
+      }
+    });
+    Dev Out(DType::bf16, {M, cols});
+    std::vector<uint8_t> first;
+    for (int max_sms : {0, 3}) {
+      ops::OpOptions o;
+      o.max_sms = max_sms;
+      auto l = fwd ? ops::prepare_grouped_gemm_fwd(*rt_, Out.dl, in.X.dl, in.W.dl, in.O.dl, o)
+                   : ops::prepare_grouped_gemm_dgrad(*rt_, Out.dl, in.G.dl, in.W.dl, in.O.dl, o);
+      ASSERT_NE(l.plan(), nullptr);
+      EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << l.describe();
+      EXPECT_EQ(l.workspace_bytes(), size_t(sms) * 128 * 256 * 4) << l.describe();
+      for (int rep = 0; rep < 2; ++rep) {
+        Out.poison();
+        l.launch(nullptr);
+        if (first.empty()) first = Out.download<uint8_t>();
+        ASSERT_EQ(Out.download<uint8_t>(), first) << "max_sms " << max_sms << ", run " << rep + 1;
+      }
+      test::CapturedGraph graph([&](CUstream st) { l.launch(st); });
+      Out.poison();
+      graph.replay();
+      ASSERT_EQ(Out.download<uint8_t>(), first) << "graph replay, max_sms " << max_sms;
+    }
+    const auto got = Out.download<uint16_t>();
+    expect_bf16_close(got, ref, ref.size(), fwd ? "y" : "dx");
+    for (size_t i = size_t(rows * cols); i < got.size(); ++i)
+      ASSERT_EQ(got[i], 0xffff) << "row " << i / size_t(cols) << " past offs[E-1] was written";
+  }
+}
+
 TEST_F(GroupedGemmGpu, NoRows) {
   const int64_t E = 4, N = 32, K = 64;
   Dev X(DType::bf16, {0, K}), G(DType::bf16, {0, N}), Y(DType::bf16, {0, N}), DX(DType::bf16, {0, K}),

@@ -268,6 +268,11 @@ void check_all(int sms) {
   check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, one size", 3, {12300, 0, 12400}, 20, 384, 520, sms);
   check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 split tail, uneven", 3, {8200, 0, 12000}, 20, 384, 520, sms);
   check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E2 split tail, uneven", 2, {16384, 8200}, 0, 256, 256, sms);
+  // fwd (K = 2048) and dgrad (N = 2048) of fewer tiles than SMs: with the dynamic schedule
+  // every tile splits in 2 parts of 16 k blocks; masked row blocks (groups of 1000 and 1300
+  // rows) among them.
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 fwd split tail", 3, {1000, 0, 1300}, 20, 384, 2048, sms);
+  check_case<kOp, OutT, kAcc, kBN, kCl, kBMT, kStagesT>("E3 dgrad split tail", 3, {1000, 0, 1300}, 20, 2048, 384, sms);
 }
 
 // Tall tiles (tools/dev/patches/sm90_tall_tiles.patch): fwd and dgrad, 256 x 192 and 256 x 128.
