@@ -276,8 +276,9 @@ struct Tile {
 // after the two schedule counters fill the 1024 int32 counters a launch may own).
 constexpr int kMaxSplitParts = 4, kMaxSplitSlots = 1022;
 // A part's rows, at least: passing a 128 KB sum on costs a part about as much as a tile's
-// idle tail saves until parts are about this long (docs/perf.md, nineteenth session: parts
-// of 683-2731 rows ran 1-20 % slower than no split on the H200, parts of 4096-5461 faster).
+// idle tail saves until parts are about this long (docs/perf.md, nineteenth session, on the
+// H200: parts of up to 1365 rows ran 1-21 % slower than no split, of 2731 rows 3.5-6 %
+// slower on down and mixed on gate_up, of 5461 rows 1.3-2.6 % faster).
 constexpr int kMinSplitPartRows = 4096;
 // fwd and dgrad split the last wave's tiles only in launches of fewer waves than this, into
 // parts of at least this many k blocks (plan_split_rows; docs/perf.md, nineteenth session:
