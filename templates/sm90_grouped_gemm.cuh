@@ -265,7 +265,7 @@ __device__ __forceinline__ int clamp_row(int v, int lo, int hi) { return v < lo 
 
 // Where a tile is: its group, its block coordinates in the group's C matrix, and the group's
 // rows [row0, row_end) of the row-grouped operand (C's rows in fwd/dgrad, the reduction in wgrad).
-// A wgrad tile of the split tail is run as `parts` units: unit `part` takes k blocks
+// A tile of the split tail is run as `parts` units: unit `part` takes k blocks
 // [kb0, kb1) and passes its sum on through workspace slot `slot`.
 struct Tile {
   int group, m_blk, n_blk, row0, row_end;
@@ -296,7 +296,7 @@ struct Scheduler {
   int groups, m, rank, units_m_fixed, tiles_n;
   int g = -1, g_base = 0, g_units = 0, g_units_m = 0, g_row0 = 0, g_end = 0;
   int total = 0;
-  int split_first = 0, split_tiles = 0, parts = 1;  // the wgrad tail split (plan_split)
+  int split_first = 0, split_tiles = 0, parts = 1;  // the tail split (plan_split, plan_split_rows)
 
   __device__ void bounds(int e, int& start, int& end) const {
     start = e == 0 ? 0 : clamp_row(__ldg(offs + e - 1), 0, m);

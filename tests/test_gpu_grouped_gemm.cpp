@@ -561,8 +561,6 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
   check(256, 520, 41, {12000, 12000, 20200});
 }
 
-// M = 0: fwd and dgrad launch nothing; wgrad zero-fills dw (a memset, graph-capturable), or
-// with accumulate leaves it alone.
 // fwd and dgrad launches of a few waves split their last wave's tiles along K (fwd) or N
 // (dgrad) as wgrad's tail splits. Groups of 1000 and 1300 rows (each ends in a masked row
 // block) around an empty one: 38 tiles, fewer than SMs, each run as 2 parts of 16 k blocks
@@ -619,6 +617,8 @@ TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
   }
 }
 
+// M = 0: fwd and dgrad launch nothing; wgrad zero-fills dw (a memset, graph-capturable), or
+// with accumulate leaves it alone.
 TEST_F(GroupedGemmGpu, NoRows) {
   const int64_t E = 4, N = 32, K = 64;
   Dev X(DType::bf16, {0, K}), G(DType::bf16, {0, N}), Y(DType::bf16, {0, N}), DX(DType::bf16, {0, K}),

@@ -5,6 +5,8 @@
 # Example (the tall tiles with the energy probe's no-multiply switch):
 #   tools/dev/build_harness.sh .devbin/gg_tall_nomma sm90_tall_tiles sm90_energy_probe -- -DGG_TALL -DGG_NO_MMA
 # Builds on the CPU machine; carry the binary to the GPU machine (it needs libcublas there).
+# GG_TEMPLATES_REV=REV takes templates/ from that git revision instead of the work tree (the
+# patches were made against d7fff03's, before fwd and dgrad split their tail).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if (($# < 1)); then
@@ -21,7 +23,11 @@ done
 (($#)) && shift  # the --
 copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT
-cp -r templates "$copy/"
+if [ -n "${GG_TEMPLATES_REV:-}" ]; then
+  git archive "$GG_TEMPLATES_REV" templates | tar -x -C "$copy" || { echo "build_harness: no templates at $GG_TEMPLATES_REV" >&2; exit 2; }
+else
+  cp -r templates "$copy/"
+fi
 for p in "${patches[@]}"; do
   file=$p
   [ -f "$file" ] || file=tools/dev/patches/$p.patch
@@ -33,4 +39,4 @@ mkdir -p "$(dirname "$out")"
 nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a "$@" -I "$copy/templates" -I templates -I tools/dev \
   -I tools/cakec tools/dev/gg_sm90_harness.cu tools/cakec/nvml_reader.cpp -lcublas -ldl -o "$out" \
   -Wno-deprecated-declarations
-echo "built $out (${patches[*]:-no patches}; flags: ${*:-none})"
+echo "built $out (${patches[*]:-no patches}; templates: ${GG_TEMPLATES_REV:-work tree}; flags: ${*:-none})"

@@ -64,7 +64,7 @@ constexpr int kBM = 128, kStages = GG_STAGES, kBand = GG_BAND;
 // whether run_op passes them (else the round-robin schedule).
 static int* g_sched = nullptr;
 static bool g_dynamic = false;
-// The wgrad tail split (dynamic schedule only): its workspace (a 128 x 256 FP32 slot per SM;
+// The tail split (dynamic schedule only): its workspace (a 128 x 256 FP32 slot per SM;
 // its flags follow the two counters in g_sched, 1024 ints in all), whether run_op passes it,
 // and the SM count the split is planned for (the device's, whatever the grid).
 static float* g_split_ws = nullptr;
