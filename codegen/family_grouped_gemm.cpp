@@ -90,8 +90,10 @@ ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t, const std::string&
   // H200: one-empty E = 4 wgrad 1.006x -> 1.027x, down M = 4096 lognormal dgrad 0.79x ->
   // 0.92x, docs/perf.md): the flags after the counters (cake::gg::kMaxSplitSlots) and an FP32
   // tile of workspace per SM.
-  if (t.cluster == 1) p.params["counters"] = 2 + 1022;
-  if (t.cluster == 1) p.params["workspace_per_sm"] = t.bm * t.bn * 4;
+  if (t.cluster == 1) {
+    p.params["counters"] = 2 + 1022;
+    p.params["workspace_per_sm"] = t.bm * t.bn * 4;
+  }
   return p;
 }
 
