@@ -396,6 +396,34 @@ struct Operands {
   Dev X, G, W, O;
 };
 
+// The tail split's bits: `prepare(max_sms)` prepared with every SM and with 3 (the split is
+// planned for the device's SMs, not the grid's), each run twice and replayed once in a
+// graph with `out` poisoned first, all bitwise equal to the first run. Checks the launch owns
+// an FP32 128 x 256 tile of workspace per SM. Returns the first run's bytes.
+std::vector<uint8_t> expect_split_bits_stable(Dev& out, const std::function<Launch(int)>& prepare) {
+  const size_t sms = size_t(Driver::instance().device(0).sm_count);
+  std::vector<uint8_t> first;
+  for (int max_sms : {0, 3}) {
+    SCOPED_TRACE("max_sms " + std::to_string(max_sms));
+    Launch l = prepare(max_sms);
+    EXPECT_NE(l.plan(), nullptr);
+    if (l.plan()) EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << l.describe();
+    EXPECT_EQ(l.workspace_bytes(), sms * 128 * 256 * 4) << l.describe();
+    EXPECT_NE(l.describe().find("bytes of workspace"), std::string::npos) << l.describe();
+    for (int rep = 0; rep < 2; ++rep) {
+      out.poison();
+      l.launch(nullptr);
+      if (first.empty()) first = out.download<uint8_t>();
+      EXPECT_EQ(out.download<uint8_t>(), first) << "run " << rep + 1;
+    }
+    test::CapturedGraph graph([&](CUstream st) { l.launch(st); });
+    out.poison();
+    graph.replay();
+    EXPECT_EQ(out.download<uint8_t>(), first) << "graph replay";
+  }
+  return first;
+}
+
 // Prepared launches replay in a captured graph: the same bits as a direct launch, for a
 // one-stage route, a two-stage composed one and (both routes) the fused accumulate.
 TEST_F(GroupedGemmGpu, ReplaysInACapturedGraph) {
@@ -503,38 +531,23 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
       }
     });
     Dev DB(DType::bf16, {E, N, K}), DF(DType::f32, {E, N, K});
-    auto bits = [](const Dev& d) { return d.download<uint8_t>(); };
     std::vector<uint8_t> dw_f32_run;
     for (Dev* d : {&DB, &DF}) {
       const bool f32 = d == &DF;
       SCOPED_TRACE(f32 ? "f32" : "bf16");
-      std::vector<uint8_t> first;
-      for (int max_sms : {0, 3}) {
+      const auto first = expect_split_bits_stable(*d, [&](int max_sms) {
         ops::OpOptions o;
         o.max_sms = max_sms;
-        auto l = ops::prepare_grouped_gemm_wgrad(*rt_, d->dl, G.dl, X.dl, O.dl, false, o);
-        ASSERT_NE(l.plan(), nullptr);
-        EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << l.describe();
-        EXPECT_EQ(l.workspace_bytes(), size_t(sms) * 128 * 256 * 4) << l.describe();
-        EXPECT_NE(l.describe().find("bytes of workspace"), std::string::npos) << l.describe();
-        for (int rep = 0; rep < 2; ++rep) {
-          d->poison();
-          l.launch(nullptr);
-          if (first.empty()) first = bits(*d);
-          ASSERT_EQ(bits(*d), first) << "max_sms " << max_sms << ", run " << rep + 1;
-        }
-        test::CapturedGraph graph([&](CUstream st) { l.launch(st); });
-        d->poison();
-        graph.replay();
-        ASSERT_EQ(bits(*d), first) << "graph replay, max_sms " << max_sms;
-      }
+        return ops::prepare_grouped_gemm_wgrad(*rt_, d->dl, G.dl, X.dl, O.dl, false, o);
+      });
+      if (::testing::Test::HasFailure()) return;
       if (f32) {
         test::expect_f32_close(d->download<float>(), ref, "dw (f32)");
         dw_f32_run = first;
       } else {
         expect_bf16_close(d->download<uint16_t>(), ref, ref.size(), "dw (bf16)");
       }
-      const auto out = bits(*d);
+      const auto out = d->download<uint8_t>();
       const size_t es = f32 ? 4 : 2;
       for (size_t i = size_t(N * K) * es; i < size_t(2 * N * K) * es; ++i)  // the empty group: zeros
         ASSERT_EQ(out[i], (i % es == es - 1) ? out[i] & 0x80 : 0) << "empty group at byte " << i;
@@ -568,7 +581,6 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
 // for the device's SMs) and in a graph replay; the rows past offs[E-1] untouched.
 TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
-  const int sms = Driver::instance().device(0).sm_count;
   const std::vector<int32_t> offs{1000, 1000, 2300};
   const int64_t E = 3, rows = offs.back(), M = rows + 3;  // 3 rows past offs[E-1]
   for (const bool fwd : {true, false}) {
@@ -590,26 +602,13 @@ TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
       }
     });
     Dev Out(DType::bf16, {M, cols});
-    std::vector<uint8_t> first;
-    for (int max_sms : {0, 3}) {
+    expect_split_bits_stable(Out, [&](int max_sms) {
       ops::OpOptions o;
       o.max_sms = max_sms;
-      auto l = fwd ? ops::prepare_grouped_gemm_fwd(*rt_, Out.dl, in.X.dl, in.W.dl, in.O.dl, o)
-                   : ops::prepare_grouped_gemm_dgrad(*rt_, Out.dl, in.G.dl, in.W.dl, in.O.dl, o);
-      ASSERT_NE(l.plan(), nullptr);
-      EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << l.describe();
-      EXPECT_EQ(l.workspace_bytes(), size_t(sms) * 128 * 256 * 4) << l.describe();
-      for (int rep = 0; rep < 2; ++rep) {
-        Out.poison();
-        l.launch(nullptr);
-        if (first.empty()) first = Out.download<uint8_t>();
-        ASSERT_EQ(Out.download<uint8_t>(), first) << "max_sms " << max_sms << ", run " << rep + 1;
-      }
-      test::CapturedGraph graph([&](CUstream st) { l.launch(st); });
-      Out.poison();
-      graph.replay();
-      ASSERT_EQ(Out.download<uint8_t>(), first) << "graph replay, max_sms " << max_sms;
-    }
+      return fwd ? ops::prepare_grouped_gemm_fwd(*rt_, Out.dl, in.X.dl, in.W.dl, in.O.dl, o)
+                 : ops::prepare_grouped_gemm_dgrad(*rt_, Out.dl, in.G.dl, in.W.dl, in.O.dl, o);
+    });
+    if (::testing::Test::HasFailure()) return;
     const auto got = Out.download<uint16_t>();
     expect_bf16_close(got, ref, ref.size(), fwd ? "y" : "dx");
     for (size_t i = size_t(rows * cols); i < got.size(); ++i)
