@@ -693,6 +693,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     auto epilogue_kind = [&](const Tile& tile) {
       if (kAccumulate && kOp == kOpWgrad && tile.row_end == tile.row0) return 0;
       const int wg_row = tile.m_blk * kBM + c * 64;  // first row of this warpgroup's half
+      if (kOp != kOpWgrad && tile.row0 + wg_row >= tile.row_end) return 0;  // an idle half
       return kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end ? kSlices : -1;
     };
     int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
@@ -803,6 +804,24 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const Held& old, const Tile& old_tile, int old_kind) {
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+      // fwd, dgrad: a warpgroup whose 64 rows all lie past the group's end (the last row block
+      // of a group of 128 q + 1 .. 128 q + 64 rows) multiplies nothing, and its tile ends
+      // sooner (by as much as the loads allow). Its loop only frees the stages, and the
+      // previous tile's held slices are all written after it (a branch around the wgmma inside
+      // the k block makes ptxas add a dummy wgmma to every k block, or serialise them all).
+      // Only in groups of over two row blocks: a shorter group streams its W tiles, which its
+      // row blocks share through L2 while they run in step, and a block running ahead cost
+      // gate_up fwd with groups of 132 rows 7 % (docs/perf.md, twentieth session).
+      if (kOp != kOpWgrad && tile.row_end - tile.row0 > 2 * kBM &&
+          tile.row0 + tile.m_blk * kBM + c * 64 >= tile.row_end) {
+#pragma unroll 1
+        for (int kb = tile.kb0; kb < tile.kb1; ++kb) {
+          mbar_wait(full_bar + 8 * stage, phase);
+          if (lane == 0) release(stage);
+          advance();
+        }
+        return kDirect;
+      }
       int held = -1;  // the stage the previous k block read, released once its wgmma is done
       auto k_block = [&](int kb, int old_slice, bool writes_old) {  // a constant unless rolled
         mbar_wait(full_bar + 8 * stage, phase);

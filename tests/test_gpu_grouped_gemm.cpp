@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <thread>
@@ -135,10 +136,13 @@ std::vector<int32_t> group_sizes(const Case& c) {
       }
       break;
     }
-    case Sizes::odd: {  // 1, 7, 129, 0, then the rest
-      const int64_t pat[] = {1, 7, 129, 0};
+    case Sizes::odd: {  // 1, 7, 129, 0, 64, 65, 192, 320, then the rest
+      // 64, 192 and 320 end a row block halfway, 65 one row later; in 320 rows (over two row
+      // blocks) the second warpgroup of the last block idles.
+      const int64_t pat[] = {1, 7, 129, 0, 64, 65, 192, 320};
+      constexpr int64_t kPat = int64_t(std::size(pat));
       int64_t used = 0;
-      for (int64_t i = 0; i < c.e; ++i) s[size_t(i)] = pat[i % 4], used += pat[i % 4];
+      for (int64_t i = 0; i < c.e; ++i) s[size_t(i)] = pat[i % kPat], used += pat[i % kPat];
       s[size_t(c.e - 1)] += c.m - used;
       break;
     }
@@ -371,7 +375,7 @@ const Case kCases[] = {
     {"E32_all_empty_but_one", 32, 777, 128, 64, Sizes::all_empty_but_one},
     {"E32_lognormal", 32, 4096, 256, 256, Sizes::lognormal},
     {"E4_odd_smallest", 4, 137, 8, 8, Sizes::odd},
-    {"E8_odd_untiled", 8, 700, 520, 136, Sizes::odd},
+    {"E8_odd_untiled", 8, 1100, 520, 136, Sizes::odd},
     {"E4_large", 4, 4096, 512, 512, Sizes::balanced},
     {"E8_all_empty", 8, 0, 64, 64, Sizes::all_empty},
 };
@@ -576,7 +580,8 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
 
 // fwd and dgrad launches of a few waves split their last wave's tiles along K (fwd) or N
 // (dgrad) as wgrad's tail splits. Groups of 1000 and 1300 rows (each ends in a masked row
-// block) around an empty one: 38 tiles, fewer than SMs, each run as 2 parts of 16 k blocks
+// block; the 1300-row group's last has 20 rows, so its second warpgroup idles) around an
+// empty one: 38 tiles, fewer than SMs, each run as 2 parts of 16 k blocks
 // (plan_split_rows). Against FP64, the same bits run to run, with 3 SMs (the split is planned
 // for the device's SMs) and in a graph replay; the rows past offs[E-1] untouched.
 TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
