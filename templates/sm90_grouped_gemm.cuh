@@ -359,7 +359,8 @@ struct Scheduler {
     const int in_band = local - band * band_units;
     const int band_rows = mu - band * kBand < kBand ? mu - band * kBand : kBand;
     // A row block past the group's (or C's) end computes nothing that is stored; it is loaded
-    // and multiplied anyway so that both CTAs of the cluster take the same steps.
+    // anyway so that both CTAs of the cluster take the same steps (and multiplied, but in
+    // groups of over two row blocks: the consumers' idle warpgroups).
     tile.m_blk = (band * kBand + in_band % band_rows) * kCluster + rank;
     tile.n_blk = in_band / band_rows;
     return true;
@@ -689,11 +690,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     constexpr int kPeeled = kOverlapEpilogue ? kHeldSlices : 0;
 
     // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
-    // nothing), or -1 the masked stores.
+    // nothing; fwd, dgrad: this warpgroup's rows all lie past the group's end), or -1 the
+    // masked stores.
     auto epilogue_kind = [&](const Tile& tile) {
       if (kAccumulate && kOp == kOpWgrad && tile.row_end == tile.row0) return 0;
       const int wg_row = tile.m_blk * kBM + c * 64;  // first row of this warpgroup's half
-      if (kOp != kOpWgrad && tile.row0 + wg_row >= tile.row_end) return 0;  // an idle half
+      if (kOp != kOpWgrad && tile.row0 + wg_row >= tile.row_end) return 0;  // a half past the end
       return kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end ? kSlices : -1;
     };
     int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
@@ -804,14 +806,16 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     auto mainloop = [&](float(&acc)[kBN / 2], const Tile& tile, const Held& old, const Tile& old_tile, int old_kind) {
 #pragma unroll
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
-      // fwd, dgrad: a warpgroup whose 64 rows all lie past the group's end (the last row block
-      // of a group of 128 q + 1 .. 128 q + 64 rows) multiplies nothing, and its tile ends
+      // fwd, dgrad: a warpgroup whose 64 rows all lie past the group's end (the second one of
+      // the last row block of a group of 128 q + 1 .. 128 q + 64 rows; with clusters of 2 both
+      // of a block wholly past it) multiplies nothing, and its tile ends
       // sooner (by as much as the loads allow). Its loop only frees the stages, and the
       // previous tile's held slices are all written after it (a branch around the wgmma inside
       // the k block makes ptxas add a dummy wgmma to every k block, or serialise them all).
       // Only in groups of over two row blocks: a shorter group streams its W tiles, which its
-      // row blocks share through L2 while they run in step, and a block running ahead cost
-      // gate_up fwd with groups of 132 rows 7 % (docs/perf.md, twentieth session).
+      // row blocks share through L2 while they run in step; with it gate_up fwd with groups of
+      // 132 rows took up to 8 % longer, likely from a block running ahead (docs/perf.md,
+      // twentieth session).
       if (kOp != kOpWgrad && tile.row_end - tile.row0 > 2 * kBM &&
           tile.row0 + tile.m_blk * kBM + c * 64 >= tile.row_end) {
 #pragma unroll 1
