@@ -359,8 +359,8 @@ struct Scheduler {
     const int in_band = local - band * band_units;
     const int band_rows = mu - band * kBand < kBand ? mu - band * kBand : kBand;
     // A row block past the group's (or C's) end computes nothing that is stored; it is loaded
-    // anyway so that both CTAs of the cluster take the same steps (and multiplied, but in
-    // groups of over two row blocks: the consumers' idle warpgroups).
+    // anyway so that both CTAs of the cluster take the same steps, and multiplied too unless
+    // its group has over two row blocks (then its warpgroups idle: the consumers' mainloop).
     tile.m_blk = (band * kBand + in_band % band_rows) * kCluster + rank;
     tile.n_blk = in_band / band_rows;
     return true;
@@ -808,10 +808,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
       // fwd, dgrad: a warpgroup whose 64 rows all lie past the group's end (the second one of
       // the last row block of a group of 128 q + 1 .. 128 q + 64 rows; with clusters of 2 both
-      // of a block wholly past it) multiplies nothing, and its tile ends
-      // sooner (by as much as the loads allow). Its loop only frees the stages, and the
-      // previous tile's held slices are all written after it (a branch around the wgmma inside
-      // the k block makes ptxas add a dummy wgmma to every k block, or serialise them all).
+      // of a block wholly past it) multiplies nothing, and its tile ends sooner (by as much as
+      // the loads allow). Its loop only frees the stages, and the previous tile's held slices
+      // are all written after it (a branch around the wgmma inside the k block makes ptxas add
+      // a dummy wgmma to every k block, or serialise them all).
       // Only in groups of over two row blocks: a shorter group streams its W tiles, which its
       // row blocks share through L2 while they run in step; with it gate_up fwd with groups of
       // 132 rows took up to 8 % longer, likely from a block running ahead (docs/perf.md,

@@ -581,8 +581,8 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
 // fwd and dgrad launches of a few waves split their last wave's tiles along K (fwd) or N
 // (dgrad) as wgrad's tail splits. Groups of 1000 and 1300 rows (each ends in a masked row
 // block; the 1300-row group's last has 20 rows, so its second warpgroup idles) around an
-// empty one: 38 tiles, fewer than SMs, each run as 2 parts of 16 k blocks
-// (plan_split_rows). Against FP64, the same bits run to run, with 3 SMs (the split is planned
+// empty one: 38 tiles, fewer than SMs, each run as 2 parts of 16 k blocks (plan_split_rows).
+// Against FP64, the same bits run to run, with 3 SMs (the split is planned
 // for the device's SMs) and in a graph replay; the rows past offs[E-1] untouched.
 TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";

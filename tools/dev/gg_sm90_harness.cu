@@ -353,7 +353,7 @@ static void run_cake(void* p) {
   // the dynamic tile schedule (wgrad: the tail split); 16..19: 128 x 192 tiles; 20, 21: wgrad
   // and wgrad_acc with the dynamic schedule, no split; 26, 27: fwd with tall tiles (256 x 192,
   // 3 stages; 256 x 128, 4 stages), 28, 29: dgrad with them (tools/dev/patches/
-  // sm90_tall_tiles.patch, built with -DGG_TALL). GG_NO_SPLIT=1: no variant splits.
+  // sm90_tall_tiles.patch, built with -DGG_TALL). GG_NO_SPLIT set: no timed variant splits.
   g_dynamic = c.op >= 4, g_split = (c.op < 20 || c.op >= 22) && !getenv("GG_NO_SPLIT");
   const int op = c.op >= 12 && c.op < 16 ? c.op - 12 : c.op == 20 || c.op == 21 ? c.op - 18 : c.op;
 #ifdef GG_THREE
