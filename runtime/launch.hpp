@@ -101,6 +101,8 @@ class Launch {
   size_t scratch_bytes() const { return scratch_.bytes(); }
   size_t counter_bytes() const { return counters_.bytes(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
+  // Where the workspace lies (0: none): tests read which slots a kernel wrote.
+  CUdeviceptr workspace_ptr() const { return workspace_.get(); }
   CUcontext context() const { return ctx_; }
 
  private:

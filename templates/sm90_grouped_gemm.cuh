@@ -689,14 +689,16 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         kOverlapEpilogue && (sizeof(OutT) == 2 || kDirect > 0) && (kOp == kOpWgrad || kCompact);
     constexpr int kPeeled = kOverlapEpilogue ? kHeldSlices : 0;
 
+    // fwd, dgrad: whether this warpgroup's 64 rows of the tile all lie past its group's end.
+    auto half_past_end = [&](const Tile& tile) {
+      return kOp != kOpWgrad && tile.row0 + tile.m_blk * kBM + c * 64 >= tile.row_end;
+    };
     // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
-    // nothing; fwd, dgrad: this warpgroup's rows all lie past the group's end), or -1 the
-    // masked stores.
+    // nothing; fwd, dgrad: a half past the end), or -1 the masked stores.
     auto epilogue_kind = [&](const Tile& tile) {
       if (kAccumulate && kOp == kOpWgrad && tile.row_end == tile.row0) return 0;
-      const int wg_row = tile.m_blk * kBM + c * 64;  // first row of this warpgroup's half
-      if (kOp != kOpWgrad && tile.row0 + wg_row >= tile.row_end) return 0;  // a half past the end
-      return kOp == kOpWgrad || tile.row0 + wg_row + 64 <= tile.row_end ? kSlices : -1;
+      if (half_past_end(tile)) return 0;
+      return kOp == kOpWgrad || tile.row0 + tile.m_blk * kBM + c * 64 + 64 <= tile.row_end ? kSlices : -1;
     };
     int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
     // Writes slice `s` (a constant) of the held tile into shared memory and, if `store`, has
@@ -816,8 +818,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       // row blocks share through L2 while they run in step; with it gate_up fwd with groups of
       // 132 rows took up to 8 % longer, likely from a block running ahead (docs/perf.md,
       // twentieth session).
-      if (kOp != kOpWgrad && tile.row_end - tile.row0 > 2 * kBM &&
-          tile.row0 + tile.m_blk * kBM + c * 64 >= tile.row_end) {
+      if (kOp != kOpWgrad && tile.row_end - tile.row0 > 2 * kBM && half_past_end(tile)) {
 #pragma unroll 1
         for (int kb = tile.kb0; kb < tile.kb1; ++kb) {
           mbar_wait(full_bar + 8 * stage, phase);

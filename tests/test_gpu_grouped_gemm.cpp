@@ -270,23 +270,35 @@ TEST_P(GroupedGemm, MatchesFp64) {
     return v;
   };
 
-  // fwd and dgrad: [Mt, cols] bf16 outputs whose rows past offs[E-1] keep their poison.
+  // fwd and dgrad: [Mt, cols] bf16 outputs whose rows past offs[E-1] keep their poison. A
+  // grid of 3 SMs' worth of blocks (each takes many tiles in turn, so a tile whose epilogue is
+  // held runs before idle warpgroups and splits) gives the same bits.
   auto check_rows = [&](const std::string& what, int64_t cols, const std::vector<double>& ref,
-                        const std::function<Launch(const DLTensor&)>& prepare) {
+                        const std::function<Launch(const DLTensor&, int)>& prepare) {
     SCOPED_TRACE(what);
     Dev out(DType::bf16, {Mt, cols});
-    auto l = prepare(out.dl);
+    auto l = prepare(out.dl, 0);
     expect_route(l, what);
-    auto got = as16(run_twice(l, out));
+    const auto bits = run_twice(l, out);
+    auto got = as16(bits);
     expect_bf16_close(got, ref, size_t(c.m * cols), what.c_str());
     for (size_t i = size_t(c.m * cols); i < got.size(); ++i)
       ASSERT_EQ(got[i], 0xffff) << what << " written past offs[E-1] at " << i;
+    auto capped = prepare(out.dl, 3);
+    out.poison();
+    capped.launch(nullptr);
+    EXPECT_EQ(out.download<uint8_t>(), bits) << what << ": bits depend on the grid (max_sms 3)";
   };
-  check_rows("fwd", N, yref, [&](const DLTensor& y) {
-    return ops::prepare_grouped_gemm_fwd(*rt_, y, X.dl, W.dl, O.dl, opt("fwd"));
+  auto capped_opt = [&](const std::string& what, int max_sms) {
+    ops::OpOptions o = opt(what);
+    o.max_sms = max_sms;
+    return o;
+  };
+  check_rows("fwd", N, yref, [&](const DLTensor& y, int max_sms) {
+    return ops::prepare_grouped_gemm_fwd(*rt_, y, X.dl, W.dl, O.dl, capped_opt("fwd", max_sms));
   });
-  check_rows("dgrad", K, dxref, [&](const DLTensor& dx) {
-    return ops::prepare_grouped_gemm_dgrad(*rt_, dx, G.dl, W.dl, O.dl, opt("dgrad"));
+  check_rows("dgrad", K, dxref, [&](const DLTensor& dx, int max_sms) {
+    return ops::prepare_grouped_gemm_dgrad(*rt_, dx, G.dl, W.dl, O.dl, capped_opt("dgrad", max_sms));
   });
   // wgrad: bf16 and f32 out; empty groups are zeros.
   Dev DWb(DType::bf16, {E, N, K}), DWf(DType::f32, {E, N, K});
@@ -309,9 +321,7 @@ TEST_P(GroupedGemm, MatchesFp64) {
   {
     // A grid of 3 SMs' worth of blocks walks every tile through far fewer CTAs: same bits.
     SCOPED_TRACE("wgrad f32, max_sms 3");
-    ops::OpOptions capped = opt("wgrad_f32");
-    capped.max_sms = 3;
-    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, DWf.dl, G.dl, X.dl, O.dl, false, capped);
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, DWf.dl, G.dl, X.dl, O.dl, false, capped_opt("wgrad_f32", 3));
     DWf.poison();
     l.launch(nullptr);
     auto again = as32(DWf.download<uint8_t>());
@@ -400,11 +410,41 @@ struct Operands {
   Dev X, G, W, O;
 };
 
+// The workspace slots (one FP32 128 x 256 tile each, one per SM) that a run of `l` wrote
+// over their 0xff poison, as ranges ("0-37"; "" for none). The parts of a split tile but its
+// last pass their sums on whole through the slot of the tile's index in the split (0, 1, ...).
+std::string slot_ranges(const std::vector<bool>& written) {
+  std::string out;
+  for (size_t s = 0; s < written.size(); ++s) {
+    if (!written[s]) continue;
+    size_t e = s;
+    while (e + 1 < written.size() && written[e + 1]) ++e;
+    out += (out.empty() ? "" : " ") + std::to_string(s) + (e > s ? "-" + std::to_string(e) : "");
+    s = e;
+  }
+  return out;
+}
+
+std::string written_slots(const Launch& l) {
+  const size_t words = 128 * 256;
+  std::vector<uint32_t> ws(l.workspace_bytes() / 4);
+  CAKE_CU(cuCtxSynchronize());
+  CAKE_CU(cuMemcpyDtoH(ws.data(), l.workspace_ptr(), l.workspace_bytes()));
+  std::vector<bool> written(ws.size() / words);
+  for (size_t s = 0; s < written.size(); ++s) {
+    const auto first = ws.begin() + std::ptrdiff_t(s * words);
+    written[s] = !std::all_of(first, first + std::ptrdiff_t(words), [](uint32_t w) { return w == 0xffffffffu; });
+  }
+  return slot_ranges(written);
+}
+
 // The tail split's bits: `prepare(max_sms)` prepared with every SM and with 3 (the split is
 // planned for the device's SMs, not the grid's), each run twice and replayed once in a
 // graph with `out` poisoned first, all bitwise equal to the first run. Checks the launch owns
-// an FP32 128 x 256 tile of workspace per SM. Returns the first run's bytes.
-std::vector<uint8_t> expect_split_bits_stable(Dev& out, const std::function<Launch(int)>& prepare) {
+// an FP32 128 x 256 tile of workspace per SM and that the first run split `split_tiles` tiles
+// (wrote workspace slots 0 .. split_tiles - 1 and no other; -1: not checked). Returns the
+// first run's bytes.
+std::vector<uint8_t> expect_split_bits_stable(Dev& out, int split_tiles, const std::function<Launch(int)>& prepare) {
   const size_t sms = size_t(Driver::instance().device(0).sm_count);
   std::vector<uint8_t> first;
   for (int max_sms : {0, 3}) {
@@ -414,11 +454,16 @@ std::vector<uint8_t> expect_split_bits_stable(Dev& out, const std::function<Laun
     if (l.plan()) EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << l.describe();
     EXPECT_EQ(l.workspace_bytes(), sms * 128 * 256 * 4) << l.describe();
     EXPECT_NE(l.describe().find("bytes of workspace"), std::string::npos) << l.describe();
+    if (l.workspace_bytes() == 0) return first;
+    CAKE_CU(cuMemsetD8(l.workspace_ptr(), 0xff, l.workspace_bytes()));
     for (int rep = 0; rep < 2; ++rep) {
       out.poison();
       l.launch(nullptr);
       if (first.empty()) first = out.download<uint8_t>();
       EXPECT_EQ(out.download<uint8_t>(), first) << "run " << rep + 1;
+      if (rep == 0 && split_tiles >= 0)
+        EXPECT_EQ(written_slots(l), slot_ranges(std::vector<bool>(size_t(split_tiles), true)))
+            << "workspace slots written";
     }
     test::CapturedGraph graph([&](CUstream st) { l.launch(st); });
     out.poison();
@@ -486,10 +531,18 @@ TEST_F(GroupedGemmGpu, TileCountersReturnToZeroBetweenLaunches) {
     EXPECT_NE(fwd.describe().find("4096 bytes of counters"), std::string::npos) << fwd.describe();
     EXPECT_EQ(wg.counter_bytes(), 4096u) << wg.describe();
     EXPECT_NE(wg.describe().find("4096 bytes of counters"), std::string::npos) << wg.describe();
+    // Neither splits (4 k blocks in fwd's tiles, under 2 x 16; wgrad's groups under 2 x 4096
+    // rows): their workspace keeps its poison.
+    for (const Launch* l : {&fwd, &wg}) {
+      ASSERT_GT(l->workspace_bytes(), 0u) << l->describe();
+      CAKE_CU(cuMemsetD8(l->workspace_ptr(), 0xff, l->workspace_bytes()));
+    }
     Y.poison(), DW.poison();
     fwd.launch(nullptr), wg.launch(nullptr);
     const auto y1 = Y.download<uint16_t>();
     const auto dw1 = DW.download<uint32_t>();
+    EXPECT_EQ(written_slots(fwd), "") << "fwd split a tile";
+    EXPECT_EQ(written_slots(wg), "") << "wgrad split a tile";
     for (int rep = 0; rep < 4; ++rep) {
       Y.poison(), DW.poison();
       fwd.launch(nullptr), wg.launch(nullptr);
@@ -519,7 +572,7 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
   const int sms = Driver::instance().device(0).sm_count;
   // offs: 3 groups, the middle one empty.
-  auto check = [&](int64_t N, int64_t K, uint64_t seed, const std::vector<int32_t>& offs) {
+  auto check = [&](int64_t N, int64_t K, uint64_t seed, const std::vector<int32_t>& offs, int split_tiles) {
     SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K) + " groups " +
                  std::to_string(offs[0]) + ", 0, " + std::to_string(offs[2] - offs[1]));
     const int64_t E = 3, M = offs[2] + 3;  // 3 rows past offs[E-1]
@@ -539,7 +592,7 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
     for (Dev* d : {&DB, &DF}) {
       const bool f32 = d == &DF;
       SCOPED_TRACE(f32 ? "f32" : "bf16");
-      const auto first = expect_split_bits_stable(*d, [&](int max_sms) {
+      const auto first = expect_split_bits_stable(*d, split_tiles, [&](int max_sms) {
         ops::OpOptions o;
         o.max_sms = max_sms;
         return ops::prepare_grouped_gemm_wgrad(*rt_, d->dl, G.dl, X.dl, O.dl, false, o);
@@ -569,13 +622,14 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
       ASSERT_EQ(test::f32_bits(got[i]), test::f32_bits(out0[i] + dw[i])) << "accumulate at " << i;
   };
   // Groups of one size (12288 and 12312 rows): 2 x 2 x 3 tiles, 3 parts of 64-65 k blocks.
-  check(256, 520, 21, {12288, 12288, 24600});
+  check(256, 520, 21, {12288, 12288, 24600}, 12);
   // Tiles 128 x 256: 2 groups x N / 128 x 1 = sms + 10 (sms even) or + 11; the last 10-11 run
   // as 3 parts each after a whole wave.
-  check(128 * ((int64_t(sms) + 11) / 2), 64, 31, {12288, 12288, 24600});
+  const int64_t wide = 128 * ((int64_t(sms) + 11) / 2);
+  check(wide, 64, 31, {12288, 12288, 24600}, int(2 * wide / 128 - sms));
   // Uneven groups (12000 and 8200 rows): the 6 tiles of the smaller one run as 2 parts of
   // 64-65 k blocks each.
-  check(256, 520, 41, {12000, 12000, 20200});
+  check(256, 520, 41, {12000, 12000, 20200}, 6);
 }
 
 // fwd and dgrad launches of a few waves split their last wave's tiles along K (fwd) or N
@@ -586,6 +640,7 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
 // for the device's SMs) and in a graph replay; the rows past offs[E-1] untouched.
 TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
+  const int sms = Driver::instance().device(0).sm_count;
   const std::vector<int32_t> offs{1000, 1000, 2300};
   const int64_t E = 3, rows = offs.back(), M = rows + 3;  // 3 rows past offs[E-1]
   for (const bool fwd : {true, false}) {
@@ -607,7 +662,8 @@ TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
       }
     });
     Dev Out(DType::bf16, {M, cols});
-    expect_split_bits_stable(Out, [&](int max_sms) {
+    // 38 tiles split in 2 parts need 76 SMs or more (2 x 38 units in one wave).
+    expect_split_bits_stable(Out, sms >= 76 ? 38 : -1, [&](int max_sms) {
       ops::OpOptions o;
       o.max_sms = max_sms;
       return fwd ? ops::prepare_grouped_gemm_fwd(*rt_, Out.dl, in.X.dl, in.W.dl, in.O.dl, o)
