@@ -818,7 +818,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       // row blocks share through L2 while they run in step; with it gate_up fwd with groups of
       // 132 rows took up to 8 % longer, likely from a block running ahead (docs/perf.md,
       // twentieth session).
-      if (kOp != kOpWgrad && tile.row_end - tile.row0 > 2 * kBM && half_past_end(tile)) {
+      if (tile.row_end - tile.row0 > 2 * kBM && half_past_end(tile)) {
 #pragma unroll 1
         for (int kb = tile.kb0; kb < tile.kb1; ++kb) {
           mbar_wait(full_bar + 8 * stage, phase);
