@@ -264,5 +264,19 @@ TEST(Cli, BenchSustainedOptionsAreChecked) {  // usage errors, GPU or not: nothi
   EXPECT_EQ(run(kCakec + " bench grouped_gemm --sustained --order fixed").code, 2);
 }
 
+TEST(Cli, BenchSamplesPathIsCheckedFirst) {  // usage errors, GPU or not: nothing runs, nothing written
+  test::TempDir dir;
+  auto r = run(kCakec + " bench grouped_gemm --samples " + (dir.path() / "no" / "s.csv").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--samples: no folder"), std::string::npos) << r.out;
+  r = run(kCakec + " bench grouped_gemm --samples " + dir.path().string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("is a folder"), std::string::npos) << r.out;
+  r = run(kCakec + " bench grouped_gemm --sustained --samples " + (dir.path() / "s.csv").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
 }  // namespace
 }  // namespace cake

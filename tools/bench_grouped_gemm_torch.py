@@ -120,16 +120,16 @@ class Timer:
         self.b.synchronize()
         return self.a.elapsed_time(self.b)
 
-    def median_ms(self, *fns):
-        """Medians of each fn, timed in turn rep by rep (the same clocks and temperature for
-        all: timed one after the other, the later one ran on a hotter, slower card)."""
-        for fn in fns:
-            fn()  # warm-up
-        t = [[] for _ in fns]
-        for _ in range(self.reps):
-            for i, fn in enumerate(fns):
-                t[i].append(self.timed_ms(fn))
-        return [sorted(v)[len(v) // 2] for v in t]
+    def median_ms(self, cake, other):
+        """cake's and the other's median times, timed in turn rep by rep (the same clocks and
+        temperature for both: timed one after the other, the later one ran on a hotter, slower
+        card), and the median over reps of the rep's other time / cake's: a rep's two calls run
+        at about one clock, which the ratio cancels, while the clock moves between reps
+        (docs/perf.md, twenty-second session; as `cakec bench grouped_gemm`)."""
+        cake(), other()  # warm-up
+        t = [(self.timed_ms(cake), self.timed_ms(other)) for _ in range(self.reps)]
+        med = lambda v: sorted(v)[len(v) // 2]
+        return med([c for c, _ in t]), med([o for _, o in t]), med([o / c for c, o in t])
 
     def sustained(self, fns, warm_ms, window_ms, rounds, nvml):
         """Each fn alone, calls back to back (L2 flushed before each): warm_ms of untimed calls
@@ -213,7 +213,8 @@ def main():
             f"MHZ / W c/t: NVML means over the windows" + (f" (NVML: {nvml.error})" if a.sustained and nvml.error else "")
             if a.sustained else f"median of {a.reps}, in turn call by call (one shared clock)")
     print(f"bench_grouped_gemm_torch: {torch.cuda.get_device_name()}, torch {torch.__version__}; bf16 in; "
-          f"L2 flushed; {mode}; TF = TFLOP/s (2*M*N*K); VS_TORCH = torch's time / cake's time")
+          f"L2 flushed; {mode}; TF = TFLOP/s (2*M*N*K); VS_TORCH = torch's time / cake's time"
+          + ("" if a.sustained else " in each rep, the median over reps (CAKE_MS and the TF columns: medians)"))
     cols = ["SHAPE", "M", "E", "DIST", "OP", "GROUPS", "CAKE_MS", "CAKE_TF", "TORCH_TF", "VS_TORCH", "CHECK"]
     widths = [7, 6, 2, 9, 9, 11, 7, 7, 8, 8, 7]
     if a.sustained:
@@ -280,10 +281,12 @@ def main():
                                 (cake_ms, cmhz, cw), (torch_ms, tmhz, tw) = timer.sustained(
                                     [lambda: launch.run(), ref], a.warm_ms, a.window_ms, a.rounds, nvml)
                             else:
-                                cake_ms, torch_ms = timer.median_ms(lambda: launch.run(), ref)
-                            ratios.append((torch_ms / cake_ms, op, " ".join(str(v) for v in row[:5])))
+                                cake_ms, torch_ms, ratio = timer.median_ms(lambda: launch.run(), ref)
+                            if a.sustained:
+                                ratio = torch_ms / cake_ms
+                            ratios.append((ratio, op, " ".join(str(v) for v in row[:5])))
                             row += [f"{cake_ms:.3f}", f"{flop / cake_ms / 1e9:.0f}", f"{flop / torch_ms / 1e9:.0f}",
-                                    f"{torch_ms / cake_ms:.3f}x", check]
+                                    f"{ratio:.3f}x", check]
                             if a.sustained:
                                 row += [f"{cmhz:.0f}/{tmhz:.0f}", f"{cw:.0f}/{tw:.0f}"]
                             row.append(route_of(launch))

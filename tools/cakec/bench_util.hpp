@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "driver.hpp"
 #include "driver_types.hpp"
 #include "nvml_reader.hpp"
@@ -56,15 +57,20 @@ struct Timer {
   // through all of them), so each follows each other one about equally often: the clock a
   // call starts at is what the previous call's draw left, and in a fixed order one contender
   // always follows the same neighbour (in `cakec bench grouped_gemm`, cake the grouped GEMM).
+  // `calls`, if given, receives every timed call in the order they ran.
   std::vector<double> median_ms_interleaved(const std::vector<std::function<void()>>& fs, int reps,
-                                            bool permute = true) {
+                                            bool permute = true, std::vector<TimedCall>* calls = nullptr) {
     std::vector<std::vector<double>> t(fs.size());
     for (const auto& f : fs) f();  // warm-up
     std::vector<size_t> order(fs.size());
     for (size_t c = 0; c < order.size(); ++c) order[c] = c;
     uint32_t call = 0;
     for (int i = 0; i < reps; ++i) {
-      for (size_t c : order) t[c].push_back(timed_ms(fs[c], call++));
+      for (size_t slot = 0; slot < order.size(); ++slot) {
+        const size_t c = order[slot];
+        t[c].push_back(timed_ms(fs[c], call++));
+        if (calls) calls->push_back({i, int(slot), int(c), t[c].back()});
+      }
       if (permute) std::next_permutation(order.begin(), order.end());  // back to the first after the last
     }
     std::vector<double> med;

@@ -2,14 +2,18 @@
 // accumulating into f32) against two cuBLAS baselines in one process: the per-expert loop
 // of cublasGemmEx calls (group sizes known on the host: the baseline's advantage) and
 // cublasGemmGroupedBatchedEx (one group per expert). CUDA events, L2 flushed before each
-// timed call, median of --reps, the contenders timed in turn rep by rep (at a shared clock);
+// timed call, median of --reps, the contenders timed in turn rep by rep (at a shared clock)
+// and each row's ratio the median over reps of the rep's faster baseline time / cake's;
 // with --sustained each contender runs alone long enough to set the clock by its own power
 // draw (docs/perf.md: the two orders of the contenders differ under the power cap). cuBLAS
 // is dlopen-ed (cublas_loader.hpp). Each row's cake output is checked against the loop's on
-// sampled rows (--no-check skips it).
+// sampled rows (--no-check skips it). --samples writes every timed call to a CSV file.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +23,7 @@
 #include "cli_common.hpp"
 #include "cublas_loader.hpp"
 #include "error.hpp"
+#include "file_util.hpp"
 #include "grouped_gemm_cases.hpp"
 #include "ops.hpp"
 
@@ -36,7 +41,19 @@ struct Args {
   bool check = true;
   bool sustained = false;
   int warm_ms = 1000, window_ms = 500, rounds = 2;
+  std::string samples;  // CSV of every timed call; empty: none
 };
+
+// --samples is written once, when the run ends (whole or not at all): its folder is checked
+// before anything runs, so a bad path does not cost the run.
+void check_samples_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path), dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError("--samples: no folder '" + dir.string() + "'");
+  if (fs::is_directory(p, ec)) throw UsageError("--samples: '" + path + "' is a folder");
+  if (::access(dir.c_str(), W_OK) != 0) throw UsageError("--samples: folder '" + dir.string() + "' is not writable");
+}
 
 // The device tensors of one shape, sized for the largest M and E and shared by every case
 // of that shape: cake writes y, dx, dw; the cuBLAS baselines write the *_ref twins.
@@ -137,7 +154,8 @@ void print_row(const std::vector<std::string>& cols) {
 struct Result {
   std::string what;  // shape M E dist op
   std::string op;
-  double ratio;
+  double ratio;  // VS_BEST
+  double ratio_of_medians;  // the faster baseline's median / cake's (in turn; = ratio with --sustained)
 };
 
 // One process's run: the runtime, the timer, cuBLAS, and what the summary needs.
@@ -176,7 +194,10 @@ class Bench {
                                            : "(MHZ) and board power (W, NVML's 1 s average) read with NVML");
     std::printf("LOOP = cublasGemmEx per non-empty group; GROUPED = cublasGemmGroupedBatchedEx, one group per "
                 "non-empty expert; both skip empty groups (for wgrad bf16 cake zero-fills them, the baselines do "
-                "not); wgrad_acc: f32 dW += (beta = 1). VS_BEST = faster baseline's time / cake's time.\n");
+                "not); wgrad_acc: f32 dW += (beta = 1). %s\n",
+                a_.sustained ? "VS_BEST = faster baseline's mean time / cake's."
+                             : "CAKE_MS and the TF columns: medians. VS_BEST = in each rep, the faster baseline's "
+                               "time / cake's (one clock), the median over reps.");
     std::vector<std::string> head = {"SHAPE",   "M",       "E",       "DIST",    "OP",    "GROUPS", "CAKE_MS",
                                      "CAKE_TF", "LOOP_TF", "GROUPED", "VS_BEST", "CHECK"};
     if (a_.sustained) head.insert(head.end(), {"MHZ c/l/g", "W c/l/g"});
@@ -213,9 +234,13 @@ class Bench {
         }
       }
       std::vector<double> ms;
+      double ratio = NAN;      // VS_BEST
       std::string mhz, watts;  // per contender, "/"-separated (sustained only)
       if (!a_.sustained) {
-        ms = timer_.median_ms_interleaved(contenders, a_.reps, a_.order == "permute");
+        std::vector<TimedCall> calls;
+        ms = timer_.median_ms_interleaved(contenders, a_.reps, a_.order == "permute", &calls);
+        ratio = median_rep_ratio(calls);
+        if (!a_.samples.empty()) add_samples(shape, c, op, calls);
       } else {
         for (const auto& s : timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get())) {
           ms.push_back(s.ms);
@@ -226,14 +251,15 @@ class Bench {
       const double cake_ms = ms[0], loop_ms = ms.size() > 1 ? ms[1] : NAN, grouped_ms = ms.size() > 2 ? ms[2] : NAN;
       const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
       const double best = std::fmin(loop_ms, grouped_ms);  // fmin ignores a NaN
+      if (a_.sustained) ratio = best / cake_ms;
       auto tf = [&](double ms) { return std::isnan(ms) ? std::string("n/a") : fmt("%.0f", flop / ms / 1e9); };
       row.insert(row.end(), {fmt("%.3f", cake_ms), tf(cake_ms), tf(loop_ms), tf(grouped_ms),
-                             std::isnan(best) ? "n/a" : fmt("%.3fx", best / cake_ms), check});
+                             std::isnan(ratio) ? "n/a" : fmt("%.3fx", ratio), check});
       if (a_.sustained) row.insert(row.end(), {mhz, watts});
       row.push_back(route);
-      if (!std::isnan(best))
+      if (!std::isnan(ratio))
         results_.push_back({shape.name + " M=" + std::to_string(c.m) + " E=" + std::to_string(c.e) + " " + c.dist +
-                                " " + op, op, best / cake_ms});
+                                " " + op, op, ratio, best / cake_ms});
       ++routes_[op][route];
     } catch (const cake::Error& err) {
       failed_ = true;
@@ -287,6 +313,15 @@ class Bench {
       const auto worst = std::min_element(results_.begin(), results_.end(),
                                           [](const Result& x, const Result& y) { return x.ratio < y.ratio; });
       std::printf("  min row   %.3fx  (%s)\n", worst->ratio, worst->what.c_str());
+      if (!a_.sustained) {  // the older estimate: docs/perf.md's tables before the twenty-second session
+        double s = 0;
+        for (const auto& r : results_) s += std::log(r.ratio_of_medians);
+        const auto w = std::min_element(results_.begin(), results_.end(), [](const Result& x, const Result& y) {
+          return x.ratio_of_medians < y.ratio_of_medians;
+        });
+        std::printf("  as the faster baseline's median / cake's median: all %.3fx, min row %.3fx (%s)\n",
+                    std::exp(s / double(results_.size())), w->ratio_of_medians, w->what.c_str());
+      }
     }
     if (failed_) std::printf("\nFAILED: a row above has an error or a BAD check\n");
     return failed_ ? kFailure : kOk;
@@ -294,7 +329,25 @@ class Bench {
 
   Timer& timer() { return timer_; }
 
+  // The --samples file, whole: a header and one line per timed call, in the order they ran.
+  void write_samples() const {
+    if (a_.samples.empty()) return;
+    cake::write_file_atomic(a_.samples, "shape,m,e,dist,op,rep,slot,contender,ms\n" + samples_);
+    std::printf("\n%zu timed calls written to %s\n", sample_lines_, a_.samples.c_str());
+  }
+
  private:
+  void add_samples(const Shape& shape, const Case& c, const std::string& op, const std::vector<TimedCall>& calls) {
+    static const char* const kNames[] = {"cake", "loop", "grouped"};  // the contenders' order in row()
+    char buf[192];
+    for (const auto& k : calls) {
+      std::snprintf(buf, sizeof(buf), "%s,%lld,%lld,%s,%s,%d,%d,%s,%.5f\n", shape.name.c_str(), (long long)c.m,
+                    (long long)c.e, c.dist.c_str(), op.c_str(), k.rep, k.slot, kNames[k.contender], k.ms);
+      samples_ += buf;
+      ++sample_lines_;
+    }
+  }
+
   // The programs the routes name are what is timed, never a stand-in serving while one
   // compiles (runtime/loader.hpp).
   static cake::RuntimeOptions timed_runtime() {
@@ -313,9 +366,12 @@ class Bench {
   std::map<std::string, std::map<std::string, int>> routes_;  // op -> route -> rows
   std::map<std::string, int> grouped_errors_;
   bool failed_ = false;
+  std::string samples_;  // --samples' lines so far
+  size_t sample_lines_ = 0;
 };
 
 int run_bench_grouped_gemm(const Args& a) {
+  if (!a.samples.empty()) check_samples_path(a.samples);
   auto& drv = cake::Driver::instance();
   if (!drv.available() || drv.device_count() == 0)
     throw cake::Error("cakec bench grouped_gemm needs a GPU: " +
@@ -343,6 +399,7 @@ int run_bench_grouped_gemm(const Args& a) {
           for (size_t oi = 0; oi < a.ops.size() && go; ++oi) go = bench.row(b, shape, c, a.ops[oi]);
         }
   }
+  bench.write_samples();  // what was timed, also after a row stopped the run
   return bench.summary();
 }
 
@@ -375,6 +432,11 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
       "power draw allows (instead of in turn call by call, at one shared clock); prints the clock and power (NVML)");
   reps->excludes(sustained);  // sustained windows are timed by length, not by a count
   order->excludes(sustained);
+  c->add_option("--samples", a->samples,
+                "write every timed call (shape, m, e, dist, op, rep, slot in the rep, contender, ms) to this CSV "
+                "file when the run ends")
+      ->type_name("FILE")
+      ->excludes(sustained);
   c->add_option("--warm-ms", a->warm_ms, "with --sustained: untimed calls before each window (default 1000)")
       ->check(CLI::Range(0, 60000))
       ->needs(sustained);
