@@ -23,31 +23,45 @@ run_mode() {  # NAME HEADER_WORDS ARGS...: all four rows checked ok, the header 
   [ "$(awk '$1 == "down" && $12 == "ok"' <<<"$out" | wc -l)" = 4 ] || fail "$name: expected four rows checked ok"
   grep -qF -- "$header" <<<"$out" || fail "$name: the header does not say '$header'"
 }
-samples=$(mktemp -d)/calls.csv
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+samples=$tmp/calls.csv
 run_mode permute "each rep in the next permutation of their order" --reps 6 --samples "$samples"
 # --samples: a header and one line per timed call: 4 rows, each with cake, the loop and maybe
 # the grouped GEMM (n/a for wgrad_acc), each of them once in each of the 6 reps, in a slot of
-# its own (0 .. contenders - 1), times above zero.
-[ "$(head -1 "$samples")" = "shape,m,e,dist,op,rep,slot,contender,ms" ] || fail "samples: header"
-awk -F, 'NR > 1 {
-  row = $1 FS $2 FS $3 FS $4 FS $5; rows[row] = 1; calls[row FS $8]++; seen[row FS $6 FS $8]++
-  slots[row FS $6 FS $7]++; if ($7 > top[row]) top[row] = $7
-  if ($1 != "down" || $2 != 4096 || $3 != 4 || $6 < 0 || $6 > 5 || $7 < 0 || $9 <= 0 ||
-      ($8 != "cake" && $8 != "loop" && $8 != "grouped")) bad = bad " line " NR
-}
-END {
-  for (k in seen) if (seen[k] != 1) bad = bad " twice: " k
-  for (k in slots) if (slots[k] != 1) bad = bad " slot twice: " k
-  for (r in rows) {
-    n++; g = (r FS "grouped") in calls
-    if (calls[r FS "cake"] != 6 || calls[r FS "loop"] != 6 || (g && calls[r FS "grouped"] != 6) || top[r] != 1 + g)
-      bad = bad " row " r
-  }
-  if (n != 4) bad = bad " rows " n
-  if (bad != "") { print "bad samples:" bad; exit 1 }
-}' "$samples" || fail "samples: $(head -3 "$samples")"
-rm -rf "$(dirname "$samples")"
-grep -qF "VS_BEST = in each rep, the faster baseline's time / cake's" <<<"$out" || fail "permute: VS_BEST not explained"
+# its own, times above zero; and each row's VS_BEST as printed, computed again from its calls.
+printf '%s\n' "$out" >"$tmp/out.txt"
+python3 - "$samples" "$tmp/out.txt" <<'PY' || fail "samples: $(head -3 "$samples")"
+import math, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0] == "row,shape,m,e,dist,op,rep,slot,contender,ms", lines[0]
+printed = [l.split() for l in open(sys.argv[2]) if l.startswith("down ")]
+calls, keys = {}, {}  # row -> contender -> rep -> ms; row -> [dist, op]
+slots = {}  # (row, rep) -> slots
+for l in lines[1:]:
+    f = l.split(",")
+    assert len(f) == 10, l
+    row, rep, slot, who, ms = int(f[0]), int(f[6]), int(f[7]), f[8], float(f[9])
+    assert f[1:4] == ["down", "4096", "4"] and who in ("cake", "loop", "grouped"), l
+    assert 0 <= rep < 6 and math.isfinite(ms) and ms > 0, l
+    assert rep not in calls.setdefault(row, {}).setdefault(who, {}), "twice: " + l
+    calls[row][who][rep] = ms
+    assert keys.setdefault(row, f[4:6]) == f[4:6], l
+    slots.setdefault((row, rep), []).append(slot)
+assert sorted(calls) == [0, 1, 2, 3] and len(printed) == 4, (sorted(calls), len(printed))
+for row, c in calls.items():
+    assert "cake" in c and "loop" in c and all(len(r) == 6 for r in c.values()), (row, c)
+    assert all(sorted(slots[(row, i)]) == list(range(len(c))) for i in range(6)), row
+    assert printed[row][3:5] == keys[row], (row, printed[row], keys[row])
+    def med(r):
+        r = sorted(r)
+        return math.sqrt(r[2] * r[3])  # 6 reps: the geometric mean of the middle two
+    vs = min(med([c[b][i] / c["cake"][i] for i in range(6)]) for b in c if b != "cake")
+    assert abs(vs - float(printed[row][10].rstrip("x"))) <= 0.0006, (row, vs, printed[row][10])
+print("samples ok: 4 rows, VS_BEST recomputed")
+PY
+grep -qF "VS_BEST = the median over reps of the faster baseline's time in the rep / cake's" <<<"$out" ||
+  fail "permute: VS_BEST not explained"
 grep -qF "as the faster baseline's median / cake's median: all" <<<"$out" || fail "permute: no ratio of the medians"
 run_mode fixed "in a fixed order (cake, loop, grouped)" --reps 3 --order fixed
 run_mode sustained "each contender alone" --sustained --warm-ms 20 --window-ms 20 --rounds 1

@@ -266,12 +266,22 @@ TEST(Cli, BenchSustainedOptionsAreChecked) {  // usage errors, GPU or not: nothi
 
 TEST(Cli, BenchSamplesPathIsCheckedFirst) {  // usage errors, GPU or not: nothing runs, nothing written
   test::TempDir dir;
-  auto r = run(kCakec + " bench grouped_gemm --samples " + (dir.path() / "no" / "s.csv").string());
+  // One small row, so that on a GPU machine a check that came too late would cost seconds.
+  const std::string bench = kCakec + " bench grouped_gemm --shape down --m 256 --e 1 --dist balanced --op fwd --reps 1";
+  auto r = run(bench + " --samples " + (dir.path() / "no" / "s.csv").string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--samples: no folder"), std::string::npos) << r.out;
-  r = run(kCakec + " bench grouped_gemm --samples " + dir.path().string());
+  r = run(bench + " --samples " + dir.path().string());
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("is a folder"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--samples: '" + dir.path().string() + "' exists and is not a regular file"),
+            std::string::npos)
+      << r.out;
+  r = run(bench + " --samples /dev/null");  // the rename would replace it
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("is not a regular file"), std::string::npos) << r.out;
+  r = run(bench + " --samples ''");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--samples: an empty path"), std::string::npos) << r.out;
   r = run(kCakec + " bench grouped_gemm --sustained --samples " + (dir.path() / "s.csv").string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;

@@ -122,14 +122,27 @@ class Timer:
 
     def median_ms(self, cake, other):
         """cake's and the other's median times, timed in turn rep by rep (the same clocks and
-        temperature for both: timed one after the other, the later one ran on a hotter, slower
-        card), and the median over reps of the rep's other time / cake's: a rep's two calls run
-        at about one clock, which the ratio cancels, while the clock moves between reps
-        (docs/perf.md, twenty-second session; as `cakec bench grouped_gemm`)."""
+        temperature for both), the two in the other order every other rep (the clock a call
+        starts at is what the call before it left), and the median over reps of the rep's other
+        time / cake's: a rep's two calls run one after the other, so the ratio cancels most of
+        the clock's drift between reps (docs/perf.md, "The ratio taken per rep"; as `cakec
+        bench grouped_gemm`, whose median of an even count of ratios is likewise the geometric
+        mean of the middle two)."""
         cake(), other()  # warm-up
-        t = [(self.timed_ms(cake), self.timed_ms(other)) for _ in range(self.reps)]
+        t = []
+        for i in range(self.reps):
+            if i % 2 == 0:
+                c = self.timed_ms(cake)
+                o = self.timed_ms(other)
+            else:
+                o = self.timed_ms(other)
+                c = self.timed_ms(cake)
+            t.append((c, o))
         med = lambda v: sorted(v)[len(v) // 2]
-        return med([c for c, _ in t]), med([o for _, o in t]), med([o / c for c, o in t])
+        r = sorted(o / c for c, o in t)
+        n = len(r)
+        ratio = r[n // 2] if n % 2 else math.sqrt(r[n // 2 - 1] * r[n // 2])
+        return med([c for c, _ in t]), med([o for _, o in t]), ratio
 
     def sustained(self, fns, warm_ms, window_ms, rounds, nvml):
         """Each fn alone, calls back to back (L2 flushed before each): warm_ms of untimed calls

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <utility>
 #include <vector>
 
 namespace cakec {
@@ -14,27 +13,35 @@ struct TimedCall {
   double ms;
 };
 
-// The median over reps of (the fastest other contender's time in the rep / contender 0's
-// time in it); NaN with one contender. A rep's calls run back to back at about one clock,
-// which the ratio cancels, while the clock moves between a row's reps (they slow by 2-3 %
-// as the card warms, and single reps by more): the medians of each contender's times can
-// come from reps at different clocks, so their ratio moves more from run to run
-// (docs/perf.md, twenty-second session).
-inline double median_rep_ratio(const std::vector<TimedCall>& calls) {
-  std::map<int, std::pair<double, double>> rep;  // rep -> (contender 0's ms, fastest other's)
-  for (const TimedCall& k : calls) {
-    auto it = rep.try_emplace(k.rep, NAN, NAN).first;
-    if (k.contender == 0)
-      it->second.first = k.ms;
-    else
-      it->second.second = std::fmin(it->second.second, k.ms);  // fmin ignores the NaN
-  }
-  std::vector<double> r;
-  for (const auto& [i, t] : rep)
-    if (!std::isnan(t.second)) r.push_back(t.second / t.first);
+// The median of ratios: for an even count the geometric mean of the middle two, so that it
+// leans to neither side and the median of the inverse ratios is its inverse. NaN if empty.
+inline double median_of_ratios(std::vector<double> r) {
   if (r.empty()) return NAN;
   std::sort(r.begin(), r.end());
-  return r[r.size() / 2];
+  const size_t n = r.size();
+  return n % 2 ? r[n / 2] : std::sqrt(r[n / 2 - 1] * r[n / 2]);
+}
+
+// VS_BEST of a row: for each other contender, the median over reps of (its time in the rep /
+// contender 0's time in it); the smallest of those, i.e. against the faster one (chosen for
+// the row, not rep by rep: the faster of two noisy times in each rep would be faster than
+// either). NaN with no other contender; a rep missing either call is left out. A rep's calls
+// run one after the other, so the ratio cancels most of the clock's drift, which the medians
+// of each contender's times do not: they can come from reps at different clocks, and their
+// ratio moves more from run to run (docs/perf.md, "The ratio taken per rep").
+inline double median_rep_ratio(const std::vector<TimedCall>& calls) {
+  std::map<int, double> first;                       // rep -> contender 0's ms
+  std::map<int, std::map<int, double>> others;       // contender -> rep -> ms
+  for (const TimedCall& k : calls) (k.contender == 0 ? first[k.rep] : others[k.contender][k.rep]) = k.ms;
+  double best = NAN;
+  for (const auto& [contender, reps] : others) {
+    std::vector<double> r;
+    for (const auto& [rep, ms] : reps)
+      if (auto it = first.find(rep); it != first.end() && !std::isnan(ms) && !std::isnan(it->second))
+        r.push_back(ms / it->second);
+    best = std::fmin(best, median_of_ratios(r));  // fmin ignores a NaN
+  }
+  return best;
 }
 
 }  // namespace cakec

@@ -3,7 +3,7 @@
 // of cublasGemmEx calls (group sizes known on the host: the baseline's advantage) and
 // cublasGemmGroupedBatchedEx (one group per expert). CUDA events, L2 flushed before each
 // timed call, median of --reps, the contenders timed in turn rep by rep (at a shared clock)
-// and each row's ratio the median over reps of the rep's faster baseline time / cake's;
+// and each row's ratio the median over reps of the faster baseline's time in the rep / cake's;
 // with --sustained each contender runs alone long enough to set the clock by its own power
 // draw (docs/perf.md: the two orders of the contenders differ under the power cap). cuBLAS
 // is dlopen-ed (cublas_loader.hpp). Each row's cake output is checked against the loop's on
@@ -50,9 +50,13 @@ void check_samples_path(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path p(path), dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw UsageError("--samples: no folder '" + dir.string() + "'");
-  if (fs::is_directory(p, ec)) throw UsageError("--samples: '" + path + "' is a folder");
-  if (::access(dir.c_str(), W_OK) != 0) throw UsageError("--samples: folder '" + dir.string() + "' is not writable");
+  if (!fs::is_directory(dir, ec))
+    throw UsageError("--samples: no folder '" + dir.string() + "'" + (ec ? ": " + ec.message() : ""));
+  // The file is replaced by a rename: a folder, a device or a link there is not a CSV file.
+  if (const auto st = fs::symlink_status(p, ec); fs::exists(st) && !fs::is_regular_file(st))
+    throw UsageError("--samples: '" + path + "' exists and is not a regular file");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UsageError("--samples: folder '" + dir.string() + "' is not writable");
 }
 
 // The device tensors of one shape, sized for the largest M and E and shared by every case
@@ -196,8 +200,8 @@ class Bench {
                 "non-empty expert; both skip empty groups (for wgrad bf16 cake zero-fills them, the baselines do "
                 "not); wgrad_acc: f32 dW += (beta = 1). %s\n",
                 a_.sustained ? "VS_BEST = faster baseline's mean time / cake's."
-                             : "CAKE_MS and the TF columns: medians. VS_BEST = in each rep, the faster baseline's "
-                               "time / cake's (one clock), the median over reps.");
+                             : "CAKE_MS and the TF columns: medians. VS_BEST = the median over reps of the faster "
+                               "baseline's time in the rep / cake's (a rep's calls run at about one clock).");
     std::vector<std::string> head = {"SHAPE",   "M",       "E",       "DIST",    "OP",    "GROUPS", "CAKE_MS",
                                      "CAKE_TF", "LOOP_TF", "GROUPED", "VS_BEST", "CHECK"};
     if (a_.sustained) head.insert(head.end(), {"MHZ c/l/g", "W c/l/g"});
@@ -241,6 +245,7 @@ class Bench {
         ms = timer_.median_ms_interleaved(contenders, a_.reps, a_.order == "permute", &calls);
         ratio = median_rep_ratio(calls);
         if (!a_.samples.empty()) add_samples(shape, c, op, calls);
+        ++rows_timed_;
       } else {
         for (const auto& s : timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get())) {
           ms.push_back(s.ms);
@@ -330,19 +335,27 @@ class Bench {
   Timer& timer() { return timer_; }
 
   // The --samples file, whole: a header and one line per timed call, in the order they ran.
-  void write_samples() const {
-    if (a_.samples.empty()) return;
-    cake::write_file_atomic(a_.samples, "shape,m,e,dist,op,rep,slot,contender,ms\n" + samples_);
-    std::printf("\n%zu timed calls written to %s\n", sample_lines_, a_.samples.c_str());
+  // False (said why) if it could not be written; the summary is printed either way.
+  bool write_samples() const noexcept {
+    if (a_.samples.empty()) return true;
+    try {
+      cake::write_file_atomic(a_.samples, "row,shape,m,e,dist,op,rep,slot,contender,ms\n" + samples_);
+      std::printf("\n%zu timed calls written to %s\n", sample_lines_, a_.samples.c_str());
+      return true;
+    } catch (const std::exception& e) {
+      std::printf("\n--samples: could not write %s: %s\n", a_.samples.c_str(), e.what());
+      return false;
+    }
   }
 
  private:
   void add_samples(const Shape& shape, const Case& c, const std::string& op, const std::vector<TimedCall>& calls) {
     static const char* const kNames[] = {"cake", "loop", "grouped"};  // the contenders' order in row()
     char buf[192];
-    for (const auto& k : calls) {
-      std::snprintf(buf, sizeof(buf), "%s,%lld,%lld,%s,%s,%d,%d,%s,%.5f\n", shape.name.c_str(), (long long)c.m,
-                    (long long)c.e, c.dist.c_str(), op.c_str(), k.rep, k.slot, kNames[k.contender], k.ms);
+    for (const auto& k : calls) {  // row: the row's place in the run (--m 4096 4096 repeats a key)
+      std::snprintf(buf, sizeof(buf), "%d,%s,%lld,%lld,%s,%s,%d,%d,%s,%.5f\n", rows_timed_, shape.name.c_str(),
+                    (long long)c.m, (long long)c.e, c.dist.c_str(), op.c_str(), k.rep, k.slot, kNames[k.contender],
+                    k.ms);
       samples_ += buf;
       ++sample_lines_;
     }
@@ -368,6 +381,7 @@ class Bench {
   bool failed_ = false;
   std::string samples_;  // --samples' lines so far
   size_t sample_lines_ = 0;
+  int rows_timed_ = 0;
 };
 
 int run_bench_grouped_gemm(const Args& a) {
@@ -385,22 +399,30 @@ int run_bench_grouped_gemm(const Args& a) {
   bench.print_header(drv.device(0).name);
   const int64_t max_m = *std::max_element(a.ms.begin(), a.ms.end());
   const int max_e = *std::max_element(a.es.begin(), a.es.end());
-  bool go = true;
-  for (size_t si = 0; si < a.shapes.size() && go; ++si) {
-    const Shape shape = shape_by_name(a.shapes[si]);
-    Buffers b(max_m, max_e, shape.n, shape.k);  // once per shape: every case uses a prefix
-    for (size_t mi = 0; mi < a.ms.size() && go; ++mi)
-      for (size_t ei = 0; ei < a.es.size() && go; ++ei)
-        for (size_t di = 0; di < a.dists.size() && go; ++di) {
-          const Case c = make_case(shape, a.ms[mi], a.es[ei], a.dists[di]);
-          CAKE_CU(cuStreamSynchronize(bench.timer().stream));  // nothing still reads offs
-          CAKE_CU(cuMemcpyHtoD(b.offs.get(), c.ends.data(), size_t(c.e) * 4));
-          CAKE_CU(cuCtxSynchronize());
-          for (size_t oi = 0; oi < a.ops.size() && go; ++oi) go = bench.row(b, shape, c, a.ops[oi]);
-        }
+  auto run_rows = [&] {
+    bool go = true;
+    for (size_t si = 0; si < a.shapes.size() && go; ++si) {
+      const Shape shape = shape_by_name(a.shapes[si]);
+      Buffers b(max_m, max_e, shape.n, shape.k);  // once per shape: every case uses a prefix
+      for (size_t mi = 0; mi < a.ms.size() && go; ++mi)
+        for (size_t ei = 0; ei < a.es.size() && go; ++ei)
+          for (size_t di = 0; di < a.dists.size() && go; ++di) {
+            const Case c = make_case(shape, a.ms[mi], a.es[ei], a.dists[di]);
+            CAKE_CU(cuStreamSynchronize(bench.timer().stream));  // nothing still reads offs
+            CAKE_CU(cuMemcpyHtoD(b.offs.get(), c.ends.data(), size_t(c.e) * 4));
+            CAKE_CU(cuCtxSynchronize());
+            for (size_t oi = 0; oi < a.ops.size() && go; ++oi) go = bench.row(b, shape, c, a.ops[oi]);
+          }
+    }
+  };
+  try {
+    run_rows();
+  } catch (...) {
+    bench.write_samples();  // what was timed before the error (a row's own errors do not land here)
+    throw;
   }
-  bench.write_samples();  // what was timed, also after a row stopped the run
-  return bench.summary();
+  const int rc = bench.summary();
+  return bench.write_samples() ? rc : kFailure;
 }
 
 }  // namespace
@@ -433,9 +455,10 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
   reps->excludes(sustained);  // sustained windows are timed by length, not by a count
   order->excludes(sustained);
   c->add_option("--samples", a->samples,
-                "write every timed call (shape, m, e, dist, op, rep, slot in the rep, contender, ms) to this CSV "
-                "file when the run ends")
+                "write every timed call (row, shape, m, e, dist, op, rep, slot in the rep, contender, ms) to this "
+                "CSV file when the run ends")
       ->type_name("FILE")
+      ->check([](const std::string& v) { return v.empty() ? std::string("an empty path") : std::string(); })
       ->excludes(sustained);
   c->add_option("--warm-ms", a->warm_ms, "with --sustained: untimed calls before each window (default 1000)")
       ->check(CLI::Range(0, 60000))
