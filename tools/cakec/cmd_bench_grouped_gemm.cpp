@@ -3,7 +3,8 @@
 // of cublasGemmEx calls (group sizes known on the host: the baseline's advantage) and
 // cublasGemmGroupedBatchedEx (one group per expert). CUDA events, L2 flushed before each
 // timed call, median of --reps, the contenders timed in turn rep by rep (at a shared clock)
-// and each row's ratio the median over reps of the faster baseline's time in the rep / cake's;
+// and each row's ratio, per baseline, the median over reps of its time in the rep / cake's,
+// the smaller of the two (bench_stats.hpp);
 // with --sustained each contender runs alone long enough to set the clock by its own power
 // draw (docs/perf.md: the two orders of the contenders differ under the power cap). cuBLAS
 // is dlopen-ed (cublas_loader.hpp). Each row's cake output is checked against the loop's on
@@ -56,7 +57,7 @@ void check_samples_path(const std::string& path) {
   if (const auto st = fs::symlink_status(p, ec); fs::exists(st) && !fs::is_regular_file(st))
     throw UsageError("--samples: '" + path + "' exists and is not a regular file");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw UsageError("--samples: folder '" + dir.string() + "' is not writable");
+    throw UsageError("--samples: folder '" + dir.string() + "' is not writable (or not searchable)");
 }
 
 // The device tensors of one shape, sized for the largest M and E and shared by every case
@@ -200,8 +201,9 @@ class Bench {
                 "non-empty expert; both skip empty groups (for wgrad bf16 cake zero-fills them, the baselines do "
                 "not); wgrad_acc: f32 dW += (beta = 1). %s\n",
                 a_.sustained ? "VS_BEST = faster baseline's mean time / cake's."
-                             : "CAKE_MS and the TF columns: medians. VS_BEST = the median over reps of the faster "
-                               "baseline's time in the rep / cake's (a rep's calls run at about one clock).");
+                             : "CAKE_MS and the TF columns: medians. VS_BEST = for each baseline the median over reps "
+                               "of its time in the rep / cake's (a rep's calls run at about one clock); the "
+                               "smaller of the two.");
     std::vector<std::string> head = {"SHAPE",   "M",       "E",       "DIST",    "OP",    "GROUPS", "CAKE_MS",
                                      "CAKE_TF", "LOOP_TF", "GROUPED", "VS_BEST", "CHECK"};
     if (a_.sustained) head.insert(head.end(), {"MHZ c/l/g", "W c/l/g"});
@@ -211,6 +213,7 @@ class Bench {
 
   // Prepares, checks and times one (case, op) and prints its row. False: stop the run.
   bool row(Buffers& b, const Shape& shape, const Case& c, const std::string& op) {
+    ++rows_seen_;
     std::vector<std::string> row = {shape.name, std::to_string(c.m), std::to_string(c.e), c.dist, op,
                                     std::to_string(c.min_size()) + "-" + std::to_string(c.max_size())};
     bool stop = false;
@@ -245,7 +248,6 @@ class Bench {
         ms = timer_.median_ms_interleaved(contenders, a_.reps, a_.order == "permute", &calls);
         ratio = median_rep_ratio(calls);
         if (!a_.samples.empty()) add_samples(shape, c, op, calls);
-        ++rows_timed_;
       } else {
         for (const auto& s : timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get())) {
           ms.push_back(s.ms);
@@ -353,7 +355,7 @@ class Bench {
     static const char* const kNames[] = {"cake", "loop", "grouped"};  // the contenders' order in row()
     char buf[192];
     for (const auto& k : calls) {  // row: the row's place in the run (--m 4096 4096 repeats a key)
-      std::snprintf(buf, sizeof(buf), "%d,%s,%lld,%lld,%s,%s,%d,%d,%s,%.5f\n", rows_timed_, shape.name.c_str(),
+      std::snprintf(buf, sizeof(buf), "%d,%s,%lld,%lld,%s,%s,%d,%d,%s,%.9g\n", rows_seen_ - 1, shape.name.c_str(),
                     (long long)c.m, (long long)c.e, c.dist.c_str(), op.c_str(), k.rep, k.slot, kNames[k.contender],
                     k.ms);
       samples_ += buf;
@@ -381,7 +383,7 @@ class Bench {
   bool failed_ = false;
   std::string samples_;  // --samples' lines so far
   size_t sample_lines_ = 0;
-  int rows_timed_ = 0;
+  int rows_seen_ = 0;  // row() calls so far, printed or failed
 };
 
 int run_bench_grouped_gemm(const Args& a) {
