@@ -30,8 +30,8 @@ inline double median_of_ratios(std::vector<double> r) {
 // of each contender's times do not: they can come from reps at different clocks, and their
 // ratio moves more from run to run (docs/perf.md, "The ratio taken per rep").
 inline double median_rep_ratio(const std::vector<TimedCall>& calls) {
-  std::map<int, double> first;                       // rep -> contender 0's ms
-  std::map<int, std::map<int, double>> others;       // contender -> rep -> ms
+  std::map<int, double> first;                  // rep -> contender 0's ms
+  std::map<int, std::map<int, double>> others;  // contender -> rep -> ms
   for (const TimedCall& k : calls) (k.contender == 0 ? first[k.rep] : others[k.contender][k.rep]) = k.ms;
   double best = NAN;
   for (const auto& [contender, reps] : others) {
