@@ -61,6 +61,14 @@ for row, c in calls.items():
     assert abs(vs - float(printed[row][10].rstrip("x"))) <= 0.0006, (row, vs, printed[row][10])
 print("samples ok: 4 rows, VS_BEST recomputed")
 PY
+# `cakec bench summarize` reads the file back: its geomean over the rows is the bench's (to the
+# last printed digit: the file holds 9 significant digits a time).
+sum=$("$cakec" bench summarize "$samples" 2>&1) || fail "summarize: $sum"
+echo "$sum"
+bench_all=$(awk '$1 == "all" && $3 == "over" {print $2}' <<<"$out")
+sum_all=$(awk '$1 == "all" {print $2}' <<<"$sum")
+awk -v a="${bench_all%x}" -v b="${sum_all%x}" 'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 0.0011) }' ||
+  fail "summarize: all '$sum_all', the bench printed '$bench_all'"
 grep -qF "VS_BEST = for each baseline the median over reps of its time in the rep / cake's" <<<"$out" ||
   fail "permute: VS_BEST not explained"
 grep -qF "as the faster baseline's median / cake's median: all" <<<"$out" || fail "permute: no ratio of the medians"

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "driver.hpp"
 #include "registry.hpp"
@@ -286,6 +287,77 @@ TEST(Cli, BenchSamplesPathIsCheckedFirst) {  // usage errors, GPU or not: nothin
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// Two runs' --samples files of two rows each, with ratios chosen to give round figures.
+TEST(Cli, BenchSummarizeTablesRunsFromTheirSamples) {
+  test::TempDir dir;
+  const std::string head = "row,shape,m,e,dist,op,rep,slot,contender,ms\n";
+  std::string a = head, b = head;
+  for (int rep = 0; rep < 3; ++rep) {
+    const std::string r = std::to_string(rep);
+    // Run 1: fwd's loop 1.1, 1.2, 1.3 x cake's time (grouped 2x): 1.200x; wgrad_acc's 0.9, 0.95, 1.0: 0.950x.
+    a += "0,down,4096,4,balanced,fwd," + r + ",0,cake,1\n";
+    a += "0,down,4096,4,balanced,fwd," + r + ",1,loop," + std::to_string(1.1 + 0.1 * rep) + "\n";
+    a += "0,down,4096,4,balanced,fwd," + r + ",2,grouped,2\n";
+    a += "1,down,4096,32,balanced,wgrad_acc," + r + ",1,cake,2\n";
+    a += "1,down,4096,32,balanced,wgrad_acc," + r + ",0,loop," + std::to_string(1.8 + 0.1 * rep) + "\n";
+    // Run 2: 1.050x and 1.100x.
+    b += "0,down,4096,4,balanced,fwd," + r + ",0,cake,1\n0,down,4096,4,balanced,fwd," + r + ",1,loop,1.05\n";
+    b += "1,down,4096,32,balanced,wgrad_acc," + r + ",0,cake,2\n1,down,4096,32,balanced,wgrad_acc," + r +
+         ",1,loop,2.2\n";
+  }
+  const auto fa = dir.write("a.csv", a), fb = dir.write("b.csv", b);
+  auto r = run(kCakec + " bench summarize " + fa.string() + " " + fb.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto has_line = [&](const std::string& words) {  // a table line: words split by runs of spaces
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream w(line);
+      std::string joined, x;
+      while (w >> x) joined += (joined.empty() ? "" : " ") + x;
+      if (joined == words) return true;
+    }
+    return false;
+  };
+  EXPECT_NE(r.out.find("2 runs of `cakec bench grouped_gemm --samples`"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run 1: " + fa.string() + " (2 rows)"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_line("fwd 1.200x (1) 1.050x (1)")) << r.out;
+  EXPECT_TRUE(has_line("wgrad_acc 0.950x (1) 1.100x (1)")) << r.out;
+  EXPECT_TRUE(has_line("all 1.068x (2) 1.075x (2)")) << r.out;  // sqrt(1.2 * 0.95), sqrt(1.05 * 1.1)
+  EXPECT_TRUE(has_line("E = 4 1.200x (1) 1.050x (1)")) << r.out;
+  EXPECT_TRUE(has_line("E = 32 0.950x (1) 1.100x (1)")) << r.out;
+  EXPECT_TRUE(has_line("min row 0.950x 1.050x")) << r.out;
+  EXPECT_TRUE(has_line("rows < 1.00x 1 0")) << r.out;
+  EXPECT_TRUE(has_line("ratio of the medians: min row 0.950x 1.050x")) << r.out;
+  // Lowest first by the lowest run; the median of two is their geometric mean.
+  const size_t low = r.out.find("the 2 lowest rows of 2");
+  ASSERT_NE(low, std::string::npos) << r.out;
+  EXPECT_TRUE(has_line("down M=4096 E=32 balanced wgrad_acc 2 0.950x 1.022x 1.100x 0.950x")) << r.out;
+  EXPECT_TRUE(has_line("down M=4096 E=4 balanced fwd 2 1.050x 1.122x 1.200x 1.050x")) << r.out;
+  EXPECT_LT(r.out.find("E=32 balanced wgrad_acc", low), r.out.find("E=4 balanced fwd", low)) << r.out;
+
+  // A key a run repeats (--m 4096 4096) is a row of its own.
+  const auto fc = dir.write("c.csv", a + "2,down,4096,4,balanced,fwd,0,0,cake,1\n2,down,4096,4,balanced,fwd,0,1,loop,0.5\n");
+  r = run(kCakec + " bench summarize --lowest 1 " + fc.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has_line("down M=4096 E=4 balanced fwd #2 1 0.500x 0.500x 0.500x 0.500x")) << r.out;
+  EXPECT_NE(r.out.find("the 1 lowest rows of 3"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BenchSummarizeRefusesWhatIsNotASamplesFile) {
+  test::TempDir dir;
+  auto r = run(kCakec + " bench summarize");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = run(kCakec + " bench summarize " + (dir.path() / "none.csv").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("none.csv: cannot be read"), std::string::npos) << r.out;
+  const auto bad = dir.write("bad.csv", "row,shape,m,e,dist,op,rep,slot,contender,ms\n0,down,4096,4,balanced,fwd,0,0,cake,\n");
+  r = run(kCakec + " bench summarize " + bad.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("bad.csv:2: ms '' is not a positive number"), std::string::npos) << r.out;
+  r = run(kCakec + " bench summarize --lowest -1 " + bad.string());
+  EXPECT_EQ(r.code, 2) << r.out;
 }
 
 }  // namespace

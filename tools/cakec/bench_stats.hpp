@@ -44,4 +44,22 @@ inline double median_rep_ratio(const std::vector<TimedCall>& calls) {
   return best;
 }
 
+// The older estimate the summary prints beside VS_BEST: each contender's median time (of an
+// even count the upper middle, as Timer's medians), the faster baseline's over contender 0's.
+// NaN without contender 0 or another.
+inline double ratio_of_medians(const std::vector<TimedCall>& calls) {
+  std::map<int, std::vector<double>> ms;  // contender -> times
+  for (const TimedCall& k : calls)
+    if (!std::isnan(k.ms)) ms[k.contender].push_back(k.ms);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  if (!ms.count(0)) return NAN;
+  double best = NAN;
+  for (const auto& [contender, v] : ms)
+    if (contender != 0) best = std::fmin(best, median(v));
+  return best / median(ms[0]);
+}
+
 }  // namespace cakec

@@ -56,5 +56,6 @@ void add_bench_command(CLI::App& app, Globals& g, int& exit_code);
 void add_cache_command(CLI::App& app, Globals& g, int& exit_code);
 void add_bench_rmsnorm(CLI::App& bench, int& exit_code);
 void add_bench_grouped_gemm(CLI::App& bench, int& exit_code);
+void add_bench_summarize(CLI::App& bench, int& exit_code);
 
 }  // namespace cakec

@@ -320,7 +320,7 @@ int run_bench_jit(const BenchArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, Globals&, int& exit_code) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (need a GPU)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (need a GPU, but for jit --compile-only and summarize)");
   bench->require_subcommand(1);
   auto a = std::make_shared<BenchArgs>();
   auto* jit = bench->add_subcommand("jit", "What the JIT layer costs: compile, first call, cache hits, launch");
@@ -334,6 +334,7 @@ void add_bench_command(CLI::App& app, Globals&, int& exit_code) {
   jit->callback([&exit_code, a] { exit_code = run_bench_jit(*a); });
   add_bench_rmsnorm(*bench, exit_code);
   add_bench_grouped_gemm(*bench, exit_code);
+  add_bench_summarize(*bench, exit_code);
 }
 
 }  // namespace cakec

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 
+#include "bench_samples.hpp"
 #include "bench_util.hpp"
 #include "cli_common.hpp"
 #include "cublas_loader.hpp"
@@ -341,7 +342,7 @@ class Bench {
   bool write_samples() const noexcept {
     if (a_.samples.empty()) return true;
     try {
-      cake::write_file_atomic(a_.samples, "row,shape,m,e,dist,op,rep,slot,contender,ms\n" + samples_);
+      cake::write_file_atomic(a_.samples, std::string(kSamplesHeader) + "\n" + samples_);
       std::printf("\n%zu timed calls written to %s\n", sample_lines_, a_.samples.c_str());
       return true;
     } catch (const std::exception& e) {
@@ -352,15 +353,10 @@ class Bench {
 
  private:
   void add_samples(const Shape& shape, const Case& c, const std::string& op, const std::vector<TimedCall>& calls) {
-    static const char* const kNames[] = {"cake", "loop", "grouped"};  // the contenders' order in row()
-    char buf[192];
-    for (const auto& k : calls) {  // row: the row's place in the run (--m 4096 4096 repeats a key)
-      std::snprintf(buf, sizeof(buf), "%d,%s,%lld,%lld,%s,%s,%d,%d,%s,%.9g\n", rows_seen_ - 1, shape.name.c_str(),
-                    (long long)c.m, (long long)c.e, c.dist.c_str(), op.c_str(), k.rep, k.slot, kNames[k.contender],
-                    k.ms);
-      samples_ += buf;
-      ++sample_lines_;
-    }
+    SampleRow r;  // row: the row's place in the run (--m 4096 4096 repeats a key)
+    r.row = rows_seen_ - 1, r.shape = shape.name, r.m = c.m, r.e = c.e, r.dist = c.dist, r.op = op;
+    for (const auto& k : calls) samples_ += format_sample_line(r, k);
+    sample_lines_ += calls.size();
   }
 
   // The programs the routes name are what is timed, never a stand-in serving while one
