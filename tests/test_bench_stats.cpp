@@ -97,6 +97,9 @@ TEST(BenchSamples, WhatTheBenchWritesParsesBack) {
   SampleRow b = a;
   b.row = 1, b.op = "wgrad_acc", b.calls.clear();
   add_rep(b.calls, 0, 4.5, 4.75, NAN);
+  // The writer's exact line, as the GPU smoke test and the files of earlier runs have it.
+  EXPECT_EQ(format_sample_line(a, a.calls[1]), "0,down,112576,4,one_empty,dgrad,0,1,loop,3.882\n");
+  EXPECT_EQ(format_sample_line(a, a.calls[0]), "0,down,112576,4,one_empty,dgrad,0,0,cake,3.67512346\n");
   const auto rows = parse_samples(samples_text({a, b}), "run.csv");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].what(), "down M=112576 E=4 one_empty dgrad");
@@ -139,6 +142,14 @@ TEST(BenchSamples, EveryBadLineIsNamedByFileAndLine) {
   EXPECT_EQ(error_of(head + "0,down,4096,0,balanced,fwd,0,0,cake,1\n"), "r.csv:2: e '0' is not a positive count");
   EXPECT_EQ(error_of(head + "0,down,4096,4,balanced,fwd,0,3,cake,1\n"), "r.csv:2: slot '3' is not 0-2");
   EXPECT_EQ(error_of(head + "0,,4096,4,balanced,fwd,0,0,cake,1\n"), "r.csv:2: an empty shape");
+  // Digits only: no sign, space or hex form.
+  EXPECT_EQ(error_of(head + "0,down,+4096,4,balanced,fwd,0,0,cake,1\n"), "r.csv:2: m '+4096' is not a count");
+  EXPECT_EQ(error_of(head + " 0,down,4096,4,balanced,fwd,0,0,cake,1\n"), "r.csv:2: row ' 0' is not a count");
+  EXPECT_EQ(error_of(head + "0,down,4096,4,balanced,fwd,0,0,cake,0x1p0\n"),
+            "r.csv:2: ms '0x1p0' is not a positive number");
+  EXPECT_EQ(error_of(head + "0,down,4096,4,balanced,fwd,0,0,cake,1.5 \n"),
+            "r.csv:2: ms '1.5 ' is not a positive number");
+  EXPECT_EQ(error_of(head + "0,down,4096,4,balanced,fwd,0,0,cake,0\n"), "r.csv:2: ms '0' is not a positive number");
   EXPECT_EQ(error_of(head + ok + "0,down,4096,4,balanced,dgrad,0,1,loop,1\n"),
             "r.csv:3: row 0 was 'down M=4096 E=4 balanced fwd' on an earlier line");
   EXPECT_EQ(error_of(head + ok + ok), "r.csv:3: cake timed twice in rep 0 of row 0 (line 2)");

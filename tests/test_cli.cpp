@@ -351,7 +351,10 @@ TEST(Cli, BenchSummarizeRefusesWhatIsNotASamplesFile) {
   EXPECT_EQ(r.code, 2) << r.out;
   r = run(kCakec + " bench summarize " + (dir.path() / "none.csv").string());
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("none.csv: cannot be read"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("none.csv: not a file"), std::string::npos) << r.out;
+  r = run(kCakec + " bench summarize " + dir.path().string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(dir.path().string() + ": not a file"), std::string::npos) << r.out;
   const auto bad = dir.write("bad.csv", "row,shape,m,e,dist,op,rep,slot,contender,ms\n0,down,4096,4,balanced,fwd,0,0,cake,\n");
   r = run(kCakec + " bench summarize " + bad.string());
   EXPECT_EQ(r.code, 1) << r.out;

@@ -1,11 +1,11 @@
 // The `cakec bench grouped_gemm --samples` CSV file: one line per timed call. Written by the
-// bench, read back by `cakec bench summarize`; both use this header, so the two agree on the
-// format by construction (the unit tests round-trip a line). No GPU needed.
+// bench (format_sample_line), read back by `cakec bench summarize` (parse_samples); both are
+// here, and the unit tests pin the writer's exact line and round-trip it. No GPU needed.
 #pragma once
-#include <cerrno>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <tuple>
@@ -35,20 +35,25 @@ struct SampleRow {
 
 // One CSV line of a timed call (with its newline), as --samples writes it.
 inline std::string format_sample_line(const SampleRow& r, const TimedCall& k) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%d,%s,%lld,%lld,%s,%s,%d,%d,%s,%.9g\n", r.row, r.shape.c_str(), r.m, r.e,
-                r.dist.c_str(), r.op.c_str(), k.rep, k.slot, kContenderNames[k.contender], k.ms);
-  return buf;
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.9g", k.ms);  // 9 significant digits: a float's time to the last bit
+  return std::to_string(r.row) + "," + r.shape + "," + std::to_string(r.m) + "," + std::to_string(r.e) + "," +
+         r.dist + "," + r.op + "," + std::to_string(k.rep) + "," + std::to_string(k.slot) + "," +
+         kContenderNames[k.contender] + "," + ms + "\n";
 }
 
 namespace detail {
 
+// The whole field, digits only (no sign, space or hex that strtoll / strtod would take).
 inline bool parse_int(const std::string& s, long long& v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  v = std::strtoll(s.c_str(), &end, 10);
-  return errno == 0 && *end == '\0';
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+inline bool parse_positive(const std::string& s, double& v) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && end == s.data() + s.size() && std::isfinite(v) && v > 0;
 }
 
 }  // namespace detail
@@ -95,10 +100,8 @@ inline std::vector<SampleRow> parse_samples(const std::string& text, const std::
     for (int c = 0; c < kContenders; ++c)
       if (f[8] == kContenderNames[c]) contender = c;
     if (contender < 0) fail("contender '" + f[8] + "' is not cake, loop or grouped");
-    char* ms_end = nullptr;
-    const double ms = std::strtod(f[9].c_str(), &ms_end);
-    if (f[9].empty() || *ms_end != '\0' || !std::isfinite(ms) || ms <= 0)
-      fail("ms '" + f[9] + "' is not a positive number");
+    double ms = 0;
+    if (!detail::parse_positive(f[9], ms)) fail("ms '" + f[9] + "' is not a positive number");
     for (int i : {1, 4, 5})
       if (f[size_t(i)].empty()) fail("an empty " + std::string(i == 1 ? "shape" : i == 4 ? "dist" : "op"));
     SampleRow& r = rows[int(row)];

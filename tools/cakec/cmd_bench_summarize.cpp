@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -49,11 +50,15 @@ double geomean(const std::vector<double>& v) {
 
 int run_summarize(const SummarizeArgs& a) {
   // Rows are matched across runs by what they multiplied, and the n-th row of a key in a run
-  // with the n-th in another (--m 4096 4096 gives a key twice).
+  // with the n-th in another (--m 4096 4096 gives a key twice; where one of those failed in a
+  // run, and so has no calls, that run's other one pairs with the first of another run: the
+  // same problem, so the tables stay right but for which of the two it was).
   std::vector<std::vector<RowRatios>> runs;
   std::vector<std::string> ops;  // in the order the rows first name them
   std::set<long long> es;
   for (const std::string& file : a.files) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) throw cake::Error(file + ": not a file");
     const auto text = cake::read_file(file);
     if (!text) throw cake::Error(file + ": cannot be read");
     std::vector<RowRatios> run;
@@ -117,7 +122,7 @@ int run_summarize(const SummarizeArgs& a) {
   add("ratio of the medians: all", geo(&RowRatios::of_medians, all));
   add("ratio of the medians: min row", lowest(&RowRatios::of_medians));
   add("ratio of the medians: rows < 1.00x", below_one(&RowRatios::of_medians));
-  std::cout << "\ngeomean of VS_BEST (rows in brackets):\n" << format_table(head, table);
+  std::cout << "\nVS_BEST per run (geomeans with their rows in brackets; rows < 1.00x: unrounded ratios):\n" << format_table(head, table);
 
   // Each row over the runs it is in, lowest first by its lowest VS_BEST.
   struct Over {
