@@ -338,7 +338,8 @@ TEST(Cli, BenchSummarizeTablesRunsFromTheirSamples) {
   EXPECT_LT(r.out.find("E=32 balanced wgrad_acc", low), r.out.find("E=4 balanced fwd", low)) << r.out;
 
   // A key a run repeats (--m 4096 4096) is a row of its own.
-  const auto fc = dir.write("c.csv", a + "2,down,4096,4,balanced,fwd,0,0,cake,1\n2,down,4096,4,balanced,fwd,0,1,loop,0.5\n");
+  const auto fc =
+      dir.write("c.csv", a + "2,down,4096,4,balanced,fwd,0,0,cake,1\n2,down,4096,4,balanced,fwd,0,1,loop,0.5\n");
   r = run(kCakec + " bench summarize --lowest 1 " + fc.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has_line("down M=4096 E=4 balanced fwd #2 1 0.500x 0.500x 0.500x 0.500x")) << r.out;
@@ -355,7 +356,8 @@ TEST(Cli, BenchSummarizeRefusesWhatIsNotASamplesFile) {
   r = run(kCakec + " bench summarize " + dir.path().string());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find(dir.path().string() + ": not a file"), std::string::npos) << r.out;
-  const auto bad = dir.write("bad.csv", "row,shape,m,e,dist,op,rep,slot,contender,ms\n0,down,4096,4,balanced,fwd,0,0,cake,\n");
+  const auto bad =
+      dir.write("bad.csv", "row,shape,m,e,dist,op,rep,slot,contender,ms\n0,down,4096,4,balanced,fwd,0,0,cake,\n");
   r = run(kCakec + " bench summarize " + bad.string());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("bad.csv:2: ms '' is not a positive number"), std::string::npos) << r.out;

@@ -122,7 +122,8 @@ int run_summarize(const SummarizeArgs& a) {
   add("ratio of the medians: all", geo(&RowRatios::of_medians, all));
   add("ratio of the medians: min row", lowest(&RowRatios::of_medians));
   add("ratio of the medians: rows < 1.00x", below_one(&RowRatios::of_medians));
-  std::cout << "\nVS_BEST per run (geomeans with their rows in brackets; rows < 1.00x: unrounded ratios):\n" << format_table(head, table);
+  std::cout << "\nVS_BEST per run (geomeans with their rows in brackets; rows < 1.00x: unrounded ratios):\n"
+            << format_table(head, table);
 
   // Each row over the runs it is in, lowest first by its lowest VS_BEST.
   struct Over {
@@ -162,7 +163,8 @@ void add_bench_summarize(CLI::App& bench, int& exit_code) {
   auto* c = bench.add_subcommand(
       "summarize", "Summary tables of `bench grouped_gemm --samples` files, one run each (no GPU needed)");
   c->add_option("FILE", a->files, "--samples files, one run each")->required();
-  c->add_option("--lowest", a->lowest, "how many of the lowest rows to list (default 10)")->check(CLI::Range(0, 100000));
+  c->add_option("--lowest", a->lowest, "how many of the lowest rows to list (default 10)")
+      ->check(CLI::Range(0, 100000));
   c->callback([&exit_code, a] { exit_code = run_summarize(*a); });
 }
 
