@@ -69,6 +69,12 @@ TEST(BenchStats, MedianRepRatioIsNanWithoutABaseline) {
   EXPECT_TRUE(std::isnan(median_rep_ratio({})));
 }
 
+TEST(BenchStats, MedianTimeIsTheUpperMiddle) {
+  EXPECT_EQ(median_time({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median_time({4.0, 1.0, 3.0, 2.0}), 3.0);
+  EXPECT_TRUE(std::isnan(median_time({})));
+}
+
 TEST(BenchStats, RatioOfMediansTakesEachContendersUpperMiddle) {
   std::vector<TimedCall> calls;
   add_rep(calls, 0, 1.0, 1.3, 2.0);

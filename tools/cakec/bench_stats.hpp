@@ -13,6 +13,14 @@ struct TimedCall {
   double ms;
 };
 
+// The median of one contender's times: of an even count the upper middle (the benchmarks'
+// medians, and so every table of times in docs/perf.md). NaN if empty.
+inline double median_time(std::vector<double> ms) {
+  if (ms.empty()) return NAN;
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // The median of ratios: for an even count the geometric mean of the middle two, so that it
 // leans to neither side and the median of the inverse ratios is its inverse. NaN if empty.
 inline double median_of_ratios(std::vector<double> r) {
@@ -44,22 +52,17 @@ inline double median_rep_ratio(const std::vector<TimedCall>& calls) {
   return best;
 }
 
-// The older estimate the summary prints beside VS_BEST: each contender's median time (of an
-// even count the upper middle, as Timer's medians), the faster baseline's over contender 0's.
-// NaN without contender 0 or another.
+// The older estimate the summary prints beside VS_BEST: each contender's median_time, the
+// faster baseline's over contender 0's. NaN without contender 0 or another.
 inline double ratio_of_medians(const std::vector<TimedCall>& calls) {
   std::map<int, std::vector<double>> ms;  // contender -> times
   for (const TimedCall& k : calls)
     if (!std::isnan(k.ms)) ms[k.contender].push_back(k.ms);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   if (!ms.count(0)) return NAN;
   double best = NAN;
   for (const auto& [contender, v] : ms)
-    if (contender != 0) best = std::fmin(best, median(v));
-  return best / median(ms[0]);
+    if (contender != 0) best = std::fmin(best, median_time(v));
+  return best / median_time(ms[0]);
 }
 
 }  // namespace cakec

@@ -45,8 +45,7 @@ struct Timer {
     f();  // warm-up
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) t.push_back(timed_ms(f, uint32_t(i)));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return median_time(std::move(t));
   }
   // Medians of several contenders timed in turn, rep by rep: each sees the same clocks and
   // temperature (timed one after the other, the later ones run on a hotter, slower card).
@@ -77,10 +76,7 @@ struct Timer {
       if (permute) std::next_permutation(order.begin(), order.end());  // back to the first after the last
     }
     std::vector<double> med;
-    for (auto& v : t) {
-      std::sort(v.begin(), v.end());
-      med.push_back(v[v.size() / 2]);
-    }
+    for (auto& v : t) med.push_back(median_time(std::move(v)));
     return med;
   }
 

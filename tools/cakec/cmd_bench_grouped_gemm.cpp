@@ -243,11 +243,13 @@ class Bench {
       }
       std::vector<double> ms;
       double ratio = NAN;      // VS_BEST
-      std::string mhz, watts;  // per contender, "/"-separated (sustained only)
+      double of_medians = NAN;  // in turn: the faster baseline's median / cake's
+      std::string mhz, watts;   // per contender, "/"-separated (sustained only)
       if (!a_.sustained) {
         std::vector<TimedCall> calls;
         ms = timer_.median_ms_interleaved(contenders, a_.reps, a_.order == "permute", &calls);
         ratio = median_rep_ratio(calls);
+        of_medians = ratio_of_medians(calls);  // as `cakec bench summarize` takes it from the file
         if (!a_.samples.empty()) add_samples(shape, c, op, calls);
       } else {
         for (const auto& s : timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get())) {
@@ -259,7 +261,7 @@ class Bench {
       const double cake_ms = ms[0], loop_ms = ms.size() > 1 ? ms[1] : NAN, grouped_ms = ms.size() > 2 ? ms[2] : NAN;
       const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
       const double best = std::fmin(loop_ms, grouped_ms);  // fmin ignores a NaN
-      if (a_.sustained) ratio = best / cake_ms;
+      if (a_.sustained) ratio = of_medians = best / cake_ms;
       auto tf = [&](double ms) { return std::isnan(ms) ? std::string("n/a") : fmt("%.0f", flop / ms / 1e9); };
       row.insert(row.end(), {fmt("%.3f", cake_ms), tf(cake_ms), tf(loop_ms), tf(grouped_ms),
                              std::isnan(ratio) ? "n/a" : fmt("%.3fx", ratio), check});
@@ -267,7 +269,7 @@ class Bench {
       row.push_back(route);
       if (!std::isnan(ratio))
         results_.push_back({shape.name + " M=" + std::to_string(c.m) + " E=" + std::to_string(c.e) + " " + c.dist +
-                                " " + op, op, ratio, best / cake_ms});
+                                " " + op, op, ratio, of_medians});
       ++routes_[op][route];
     } catch (const cake::Error& err) {
       failed_ = true;
