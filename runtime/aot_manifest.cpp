@@ -4,12 +4,19 @@
 
 #include "error.hpp"
 #include "file_util.hpp"
+#include "folder_trust.hpp"
 
 namespace cake {
 using nlohmann::json;
 
 AotManifest AotManifest::read(const std::filesystem::path& dir) {
   AotManifest m(dir);
+  FolderTrust t = check_folder_trust(dir);
+  if (t.safe) t = check_file_trust(dir / "manifest.json");
+  if (!t.safe) {
+    m.refused_ = t.text();
+    return m;
+  }
   auto text = read_file(dir / "manifest.json");
   if (!text) return m;
   std::string where = (dir / "manifest.json").string();

@@ -32,11 +32,15 @@ class AotManifest {
   AotManifest() = default;
   explicit AotManifest(std::filesystem::path dir) : dir_(std::move(dir)) {}
   // Reads dir/manifest.json. A missing manifest is an empty one; a malformed one throws
-  // cake::Error naming the file (the caller decides whether to ignore it).
+  // cake::Error naming the file (the caller decides whether to ignore it). A folder or
+  // manifest another user can change (folder_trust.hpp) is not read: the manifest is empty
+  // and refused() says why, since its hashes would vouch for planted cubins.
   static AotManifest read(const std::filesystem::path& dir);
   void write() const;  // atomic
 
   const std::filesystem::path& dir() const { return dir_; }
+  // Empty, or why the folder was not read ("<folder> is writable by others").
+  const std::string& refused() const { return refused_; }
   const AotEntry* find(const std::string& program, const Arch& arch) const;
   void put(AotEntry e);
   const std::map<std::string, AotEntry>& entries() const { return entries_; }
@@ -46,6 +50,7 @@ class AotManifest {
 
  private:
   std::filesystem::path dir_;
+  std::string refused_;
   std::map<std::string, AotEntry> entries_;
 };
 

@@ -32,14 +32,17 @@ Availability AvailabilityRule::check_build(const Build& b) const {
     stale = e != nullptr && e->source_hash != b.source_hash;
   }
   std::string stale_note = stale ? " (aot/ holds a cubin built from another source)" : "";
+  if (aot_ != nullptr && !aot_->refused().empty())
+    stale_note = " (aot folder " + aot_->dir().string() + " not used: " + aot_->refused() + ")";
+  const bool unsafe = aot_ != nullptr && !aot_->refused().empty();
   if (!jit_enabled_) {
-    a.reason = stale ? "stale_aot" : "jit_disabled";
+    a.reason = unsafe ? "unsafe_aot" : stale ? "stale_aot" : "jit_disabled";
     a.detail = "JIT is disabled and aot/ has no cubin for " + b.key() + stale_note;
     return a;
   }
   const NvrtcInfo& n = nvrtc();
   if (!n.present) {
-    a.reason = stale ? "stale_aot" : "no_nvrtc";
+    a.reason = unsafe ? "unsafe_aot" : stale ? "stale_aot" : "no_nvrtc";
     a.detail = n.missing_reason + stale_note;
   } else if (n.version < b.min_cuda) {
     a.reason = "min_cuda";

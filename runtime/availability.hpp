@@ -21,7 +21,7 @@ struct Availability {
   ServedBy by = ServedBy::none;
   const Build* build = nullptr;  // the build chosen for the device (null: none runs on it)
   std::string reason;            // code when unavailable: no_build, min_cuda, no_nvrtc, arch,
-                                 // jit_disabled, stale_aot
+                                 // jit_disabled, stale_aot, unsafe_aot
   std::string detail;            // one readable sentence
   bool available() const { return by != ServedBy::none; }
 };

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "cake_c.h"
+#include "compile_worker.hpp"
+#include "env.hpp"
 #include "error.hpp"
 #include "ops.hpp"
 
@@ -232,5 +234,10 @@ cake_status cake_cast(cake_runtime* rt, const DLTensor* out, const DLTensor* in,
 }
 
 const char* cake_last_error(void) { return last_error.c_str(); }
+
+const char* cake_compile_worker_path(void) {
+  static const std::string worker = cake::env::compile_isolation() == "inprocess" ? "" : cake::find_compile_worker();
+  return worker.c_str();
+}
 
 }  // extern "C"

@@ -71,6 +71,10 @@ cake_status cake_cast(cake_runtime* rt, const DLTensor* out, const DLTensor* in,
 
 const char* cake_last_error(void);
 
+/* The compile worker this library runs NVRTC in (found beside the library however it was
+ * loaded, or CAKE_COMPILE_WORKER); "" when compiles would run in process. */
+const char* cake_compile_worker_path(void);
+
 #ifdef __cplusplus
 }
 #endif

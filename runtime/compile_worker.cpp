@@ -14,6 +14,7 @@
 
 #include "env.hpp"
 #include "error.hpp"
+#include "file_util.hpp"
 #include "log.hpp"
 
 extern char** environ;
@@ -85,21 +86,44 @@ std::vector<std::string> decode(const std::string& blob) {
 
 }  // namespace worker_protocol
 
+std::filesystem::path this_module_path() {
+  // dladdr names the module as it was loaded, which may be relative to a working directory
+  // that has changed since; /proc/self/maps names the file that holds this code, absolutely.
+  const auto self = reinterpret_cast<uintptr_t>(&this_module_path);
+  if (auto maps = read_file("/proc/self/maps")) {
+    size_t pos = 0;
+    while (pos < maps->size()) {
+      size_t eol = maps->find('\n', pos);
+      if (eol == std::string::npos) eol = maps->size();
+      const std::string line = maps->substr(pos, eol - pos);
+      pos = eol + 1;
+      unsigned long lo = 0, hi = 0;
+      int path_at = 0;
+      if (std::sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || path_at == 0) continue;
+      if (self < lo || self >= hi || line[size_t(path_at)] != '/') continue;
+      std::string path = line.substr(size_t(path_at));
+      const std::string deleted = " (deleted)";
+      if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+        path.resize(path.size() - deleted.size());
+      return path;
+    }
+  }
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&this_module_path), &info) && info.dli_fname && info.dli_fname[0] == '/')
+    return info.dli_fname;
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec);
+}
+
 std::string find_compile_worker() {
   if (auto p = env::compile_worker()) return *p;
-  std::vector<fs::path> candidates;
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&find_compile_worker), &info) && info.dli_fname) {
-    fs::path self = fs::path(info.dli_fname);
-    if (self.is_relative() || self.filename() == self) self = fs::read_symlink("/proc/self/exe");
-    fs::path dir = self.parent_path();
-    candidates = {dir / "cake_compile_worker", dir / "../runtime/cake_compile_worker",
-                  dir / "../libexec/cake_compile_worker"};
-  }
-#ifdef CAKE_WORKER_BUILD_PATH
-  candidates.emplace_back(CAKE_WORKER_BUILD_PATH);
-#endif
-  for (const auto& c : candidates) {
+  const fs::path module = this_module_path();
+  if (module.empty()) return "";
+  // Beside the module: libcake.so and the worker in one folder (build tree, install's
+  // lib/ with libexec/ beside it); an executable of the build tree's tools/ or tests/.
+  const fs::path dir = module.parent_path();
+  for (const fs::path& c : {dir / "cake_compile_worker", dir / "../libexec/cake_compile_worker",
+                            dir / "../runtime/cake_compile_worker"}) {
     std::error_code ec;
     if (fs::is_regular_file(c, ec) && ::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c, ec).string();
   }
@@ -226,8 +250,13 @@ CompiledBinary compile_in_worker(const std::string& worker, const RenderedProgra
 
 CompiledBinary compile_isolated(const RenderedProgram& program, const Arch& arch,
                                 const std::vector<std::string>& options) {
-  if (env::compile_isolation() == "inprocess") return Nvrtc::instance().compile(program, arch, options);
+  const std::string isolation = env::compile_isolation();
+  if (isolation == "inprocess") return Nvrtc::instance().compile(program, arch, options);
   static const std::string worker = find_compile_worker();
+  if (worker.empty() && isolation == "required")
+    throw CompileError("cake_compile_worker not found next to " + this_module_path().string() +
+                           " (set CAKE_COMPILE_WORKER) and CAKE_COMPILE_ISOLATION=required: not compiling in process",
+                       program.name, arch.str(), program.source_hash, options, "");
   if (worker.empty()) {
     warn_once("no-worker",
               "cake: cake_compile_worker not found (set CAKE_COMPILE_WORKER); compiling in "

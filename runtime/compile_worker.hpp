@@ -3,6 +3,7 @@
 // (or the timeout) instead of killing the host. The request and the reply travel over the
 // child's stdin and stdout as length-prefixed frames.
 #pragma once
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,12 @@
 
 namespace cake {
 
+// The absolute path of the module holding this code (libcake.so, or the executable that
+// links cake statically), however it was loaded: relative paths and later chdir included.
+std::filesystem::path this_module_path();
+
 // Where the worker binary is: CAKE_COMPILE_WORKER, else next to the module holding this
-// code (libcake.so or the executable), else the build tree it was built in. Empty if none.
+// code (or in ../libexec/, or ../runtime/ for the build tree's tools and tests). Empty if none.
 std::string find_compile_worker();
 
 // Compiles in a fresh worker process. Throws CompileError (the compiler's error, a signal,
@@ -20,8 +25,9 @@ CompiledBinary compile_in_worker(const std::string& worker, const RenderedProgra
                                  const Arch& arch, const std::vector<std::string>& options,
                                  double timeout_s);
 
-// The default compile function: in a worker unless CAKE_COMPILE_ISOLATION=inprocess or no
-// worker binary is found (then in process, with one warning).
+// The default compile function: in a worker unless CAKE_COMPILE_ISOLATION=inprocess. With
+// no worker binary found: CAKE_COMPILE_ISOLATION=required makes that a CompileError, else
+// the compile runs in process with one warning.
 CompiledBinary compile_isolated(const RenderedProgram& program, const Arch& arch,
                                 const std::vector<std::string>& options);
 

@@ -13,6 +13,7 @@
 
 #include "error.hpp"
 #include "file_util.hpp"
+#include "folder_trust.hpp"
 #include "log.hpp"
 #include "sha256.hpp"
 
@@ -30,13 +31,6 @@ void make_private_dirs(const fs::path& dir) {
   if (dir.has_parent_path() && dir.parent_path() != dir) make_private_dirs(dir.parent_path());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw Error("cannot create " + dir.string() + ": " + std::strerror(errno));
-}
-
-// A folder that another user can write could hold a planted cubin: never load from it.
-bool others_can_write(const fs::path& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return false;
-  return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_uid != ::getuid();
 }
 
 // Temp files of writers that died mid-write (kill -9): "<entry>.tmp.<pid>.<n>" whose pid
@@ -66,20 +60,31 @@ std::string cache_key(const RenderedProgram& program, const std::string& arch,
   return h.hex();
 }
 
+FolderTrust DiskCache::trust(const fs::path& entry_dir) const {
+  FolderTrust t = check_folder_trust(dir_);
+  if (!t.safe) return t;
+  const fs::path version = dir_ / ("v" + std::to_string(kCacheFormat));
+  if (t = check_own_folder(version); !t.safe || entry_dir.empty()) return t;
+  return check_own_folder(entry_dir);
+}
+
+bool DiskCache::usable(const fs::path& entry) const {
+  const FolderTrust t = trust(entry.parent_path());
+  if (t.safe) return true;
+  warn_once("unsafe:" + t.folder, "cake: not using the JIT disk cache " + dir_.string() + ": " + t.text() +
+                                      " (another user could plant code in it); compiling instead");
+  return false;
+}
+
 fs::path DiskCache::entry_path(const std::string& key) const {
   return dir_ / ("v" + std::to_string(kCacheFormat)) / key.substr(0, 2) / (key + ".cubin");
 }
 
 std::optional<CachedBinary> DiskCache::get(const std::string& key) const {
   fs::path p = entry_path(key);
+  if (!usable(p)) return std::nullopt;
   auto data = read_file(p);
   if (!data) return std::nullopt;
-  for (const fs::path& dir : {p.parent_path(), p.parent_path().parent_path()})
-    if (others_can_write(dir)) {
-      warn_once("unsafe:" + dir.string(), "cake: not loading cached cubins from " + dir.string() +
-                                              ": another user can write it; compiling instead");
-      return std::nullopt;
-    }
   auto bad = [&](const std::string& why) -> std::optional<CachedBinary> {
     warn_once("corrupt:" + key, "cake: removing corrupt cache entry " + p.string() + " (" + why +
                                     "); it will be rebuilt");
@@ -107,6 +112,7 @@ std::optional<CachedBinary> DiskCache::get(const std::string& key) const {
 
 bool DiskCache::put(const std::string& key, const std::string& program, const CachedBinary& b) const {
   fs::path p = entry_path(key);
+  if (!usable(p)) return false;
   try {
     make_private_dirs(p.parent_path());
     remove_stale_temps(p);
@@ -127,6 +133,7 @@ bool DiskCache::put(const std::string& key, const std::string& program, const Ca
 
 DiskCache::KeyLock::KeyLock(const DiskCache& cache, const std::string& key) {
   fs::path p = cache.entry_path(key);
+  if (!cache.usable(p)) return;  // an unsafe cache is not used: no entry, so no lock either
   try {
     make_private_dirs(p.parent_path());
   } catch (const Error&) {

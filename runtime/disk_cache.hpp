@@ -2,13 +2,15 @@
 // Keys are content only (rendered source, every header, NVRTC options and version, arch,
 // cache format), so two checkouts share entries and an edit never reuses a stale one.
 // Writes go to a temp file and are renamed into place; a lock file per key makes racing
-// processes compile once; every read checks a checksum, and a bad entry is removed.
+// processes compile once; every read checks a checksum, and a bad entry is removed. A cache
+// in a folder another user can change is not used at all (folder_trust.hpp).
 #pragma once
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "folder_trust.hpp"
 #include "renderer.hpp"
 
 namespace cake {
@@ -57,7 +59,13 @@ class DiskCache {
 
   std::filesystem::path entry_path(const std::string& key) const;
 
+  // Whether the cache may be used: its root and the folders above it (folder_trust.hpp), its
+  // v1/ folder and, when given, an entry's folder. An unsafe cache is neither read nor written.
+  FolderTrust trust(const std::filesystem::path& entry_dir = {}) const;
+
  private:
+  bool usable(const std::filesystem::path& entry) const;  // trust(), with one warning per folder
+
   std::filesystem::path dir_;
 };
 

@@ -24,7 +24,8 @@ namespace cake {
   X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture)                     \
   X(cuStreamIsCapturing) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)      \
   X(cuGraphDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute)                 \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuPointerGetAttributes) \
+  X(cuMemAllocManaged) X(cuMemAllocHost) X(cuMemFreeHost)                                  \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 // Entry points a driver may lack without making it unusable: null when absent, and the

@@ -16,7 +16,7 @@ std::optional<std::string> nvrtc_path();        // CAKE_NVRTC_PATH: a libnvrtc t
 std::optional<std::string> libcuda_path();      // CAKE_LIBCUDA_PATH: a libcuda to dlopen first
 std::string log_level();                        // CAKE_LOG_LEVEL (default "warn")
 double compile_timeout_s();                     // CAKE_COMPILE_TIMEOUT (default 300)
-std::string compile_isolation();                // CAKE_COMPILE_ISOLATION: process (default) | inprocess
+std::string compile_isolation();                // CAKE_COMPILE_ISOLATION: process (default) | required | inprocess
 std::optional<std::string> compile_worker();    // CAKE_COMPILE_WORKER: the worker binary
 // CAKE_TEST_WORKER_FAULT=crash:<program> or hang:<program>: the worker faults on purpose
 // (tests of crash isolation only).

@@ -1,5 +1,7 @@
 #include "ops_common.hpp"
 
+#include <iterator>
+
 #include "driver.hpp"
 #include "error.hpp"
 
@@ -28,6 +30,61 @@ const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const Devic
 int64_t int_param_or_zero(const PlannedStage& s, const char* name) {
   const auto it = s.program->params.find(name);
   return it == s.program->params.end() ? 0 : it->get<int64_t>();
+}
+
+namespace {
+
+struct PointerFacts {
+  unsigned memory_type = 0;  // 0: not memory CUDA knows (pageable host memory, or nothing)
+  int ordinal = -1;
+  unsigned managed = 0, mapped = 0;
+  CUdeviceptr range_start = 0, device_pointer = 0;
+  size_t range_size = 0;
+};
+
+PointerFacts pointer_facts(uintptr_t address) {
+  PointerFacts f;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED,       CU_POINTER_ATTRIBUTE_MAPPED,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_POINTER};
+  void* data[] = {&f.memory_type, &f.ordinal, &f.managed, &f.mapped, &f.range_start, &f.range_size, &f.device_pointer};
+  // Unlike cuPointerGetAttribute, this one succeeds for an address CUDA does not know and
+  // leaves its outputs at their defaults.
+  CAKE_CU(cuPointerGetAttributes(unsigned(std::size(attrs)), attrs, data, CUdeviceptr(address)));
+  return f;
+}
+
+// Why the device cannot read `address` as the tensor's memory, or "" when it can.
+std::string unreachable(const PointerFacts& f, uintptr_t address, int device) {
+  const std::string dev = "cuda:" + std::to_string(device);
+  if (f.managed) return "";
+  if (f.memory_type == CU_MEMORYTYPE_HOST)
+    return f.device_pointer == CUdeviceptr(address) ? "" : "pinned host memory not mapped for " + dev;
+  if (f.memory_type != CU_MEMORYTYPE_DEVICE) return "host memory (or no allocation), not on " + dev;
+  if (f.ordinal != device) return "memory of cuda:" + std::to_string(f.ordinal) + ", not on " + dev;
+  if (!f.mapped) return "an address range with no memory mapped at it";
+  return "";
+}
+
+}  // namespace
+
+void check_memory(const DeviceContext& dc, std::initializer_list<const TensorView*> tensors) {
+  ContextGuard guard(dc.ctx);
+  for (const TensorView* t : tensors) {
+    if (t == nullptr || t->numel() == 0) continue;
+    const PointerFacts first = pointer_facts(t->data);
+    if (std::string why = unreachable(first, t->data, t->device); !why.empty()) throw ArgumentError(t->name, why);
+    const uintptr_t end = t->end();
+    if (first.range_size > 0 && end > first.range_start + first.range_size)
+      throw ArgumentError(t->name, "extends past its allocation (by " +
+                                       std::to_string(end - (first.range_start + first.range_size)) + " bytes)");
+    // A reserved range (cuMemAddressReserve, as torch's expandable segments use) may be
+    // mapped only in part: the last byte must be reachable too.
+    const PointerFacts last = pointer_facts(end - 1);
+    if (std::string why = unreachable(last, end - 1, t->device); !why.empty())
+      throw ArgumentError(t->name, "extends past its allocation (its last byte: " + why + ")");
+  }
 }
 
 namespace {

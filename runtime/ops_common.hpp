@@ -33,6 +33,13 @@ Binder elementwise_binder(int64_t n, int sm_count);
 // "counters" (int32 words the kernels keep in global memory), "workspace_per_sm" (bytes per SM).
 int64_t int_param_or_zero(const PlannedStage& s, const char* name);
 
+// Every tensor's memory, checked once at prepare (cuPointerGetAttributes), so a launch never
+// reads an address its device cannot: device memory of the tensor's device, or managed or
+// mapped pinned host memory the device reaches at that address; the whole extent
+// [data, end) inside the allocation. An ArgumentError names the tensor otherwise. Empty
+// tensors are not checked (nothing is read or written through them).
+void check_memory(const DeviceContext& dc, std::initializer_list<const TensorView*> tensors);
+
 // The options' own checks (an ArgumentError naming the option), before anything else.
 void check_options(const OpOptions& opt);
 // The SM count a launch may fill: the device's, or opt.max_sms when smaller.

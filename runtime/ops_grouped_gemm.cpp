@@ -279,6 +279,7 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count,
 Launch prepare(Runtime& rt, GgOp op, const char* op_name, const Checked& c, bool accumulate, const OpOptions& opt) {
   const TensorView& out = c.tensors[0];
   DeviceContext dc = rt.context_for(out.device);
+  check_memory(dc, {&c.tensors[0], &c.tensors[1], &c.tensors[2], &c.tensors[3]});
   if (c.m == 0) {
     // No rows: fwd and dgrad have nothing to write; every wgrad group is empty, so dw is zeros
     // (or, accumulating, unchanged). A zero fill needs no kernel and no plan.

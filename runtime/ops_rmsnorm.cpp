@@ -86,6 +86,7 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
     require_no_overlap(y, *hout);
   }
   DeviceContext dc = rt.context_for(x.device);
+  check_memory(dc, {&x, &y, &rstd, &w, res ? &*res : nullptr, hout ? &*hout : nullptr});
   if (T == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
 
   Problem p;
@@ -144,6 +145,7 @@ Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw
   for (const TensorView* in : {&rstd, &w}) require_no_overlap(dx, *in);
   for (const TensorView* in : {&dy, &x, &rstd, &w, &dx}) require_no_overlap(dw, *in);
   DeviceContext dc = rt.context_for(x.device);
+  check_memory(dc, {&dx, &dw, &dy, &x, &rstd, &w});
   if (T == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());  // a no-op: nothing is written
   Problem p;
   p.op = "rmsnorm.bwd";

@@ -64,6 +64,9 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
     if (opt.progress) *opt.progress << "warning: " << e.what() << "; rebuilding everything\n";
     manifest = AotManifest(opt.out);
   }
+  if (!manifest.refused().empty())
+    throw Error("cannot prebuild into " + opt.out.string() + ": " + manifest.refused() +
+                " (cake would not load cubins from it)");
   AvailabilityRule rule(registry, nullptr, nvrtc.info(), opt.jit_enabled);
 
   std::vector<const Build*> todo;

@@ -12,6 +12,9 @@ Runtime::Runtime(RuntimeOptions opt) {
   if (!aot_dir.empty()) {
     try {
       aot_ = AotManifest::read(aot_dir);
+      if (!aot_->refused().empty())
+        warn_once("unsafe:" + aot_dir, "cake: not loading prebuilt cubins from " + aot_dir + ": " + aot_->refused() +
+                                           " (another user could plant code in it); compiling instead");
     } catch (const Error& e) {
       warn_once("aot-manifest:" + aot_dir, std::string("cake: ignoring aot folder: ") + e.what());
     }

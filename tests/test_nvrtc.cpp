@@ -144,6 +144,7 @@ TEST(Prebuild, CakecBenchJitCompileRows) {
   EXPECT_NE(r.out.find("matches --filter"), std::string::npos) << r.out;
 }
 
+
 }  // namespace
 }  // namespace cake
 
@@ -213,6 +214,25 @@ TEST(CompileWorker, CakecBuildReportsACrashAndGoesOn) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("killed by signal SIGSEGV"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 built"), std::string::npos) << r.out;  // the other build went through
+}
+
+// A cakec with no worker beside it: by default it compiles in process (one warning); with
+// CAKE_COMPILE_ISOLATION=required the compile fails instead, and doctor says which it is.
+TEST(CompileWorker, RequiredIsolationRefusesToCompileInProcess) {
+  test::TempDir dir;
+  const auto lonely = dir.path() / "bin" / "cakec";
+  std::filesystem::create_directories(lonely.parent_path());
+  std::filesystem::copy_file(CAKEC_PATH, lonely);
+  const std::string build = " build --arch sm_90a --filter '^ew_add_f32_v1$' --out " + (dir.path() / "aot").string();
+  auto r = test::run("CAKE_COMPILE_ISOLATION=required " + lonely.string() + build);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cake_compile_worker not found next to " + lonely.string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not compiling in process"), std::string::npos) << r.out;
+  r = test::run("CAKE_COMPILE_ISOLATION=required " + lonely.string() + " doctor");
+  EXPECT_NE(r.out.find("NOT FOUND beside " + lonely.string() + ": compiles fail"), std::string::npos) << r.out;
+  r = test::run(lonely.string() + build);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("compiling in process"), std::string::npos) << r.out;
 }
 
 }  // namespace

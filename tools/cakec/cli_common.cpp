@@ -17,6 +17,9 @@ Context load_context(const Globals& g) {
   if (!c.aot_dir.empty()) {
     try {
       c.aot = cake::AotManifest::read(c.aot_dir);
+      if (!c.aot->refused().empty())
+        cake::log().warn("not loading prebuilt cubins from {}: {} (another user could plant code in it)",
+                         c.aot_dir, c.aot->refused());
     } catch (const cake::Error& e) {
       cake::log().warn("ignoring aot folder: {}", e.what());
     }

@@ -1,11 +1,13 @@
-// cakec doctor: what this machine offers cake - libcuda, libnvrtc, toolkit, devices, cache
-// folder, registry, aot/.
+// cakec doctor: what this machine offers cake - libcuda, libnvrtc, toolkit, devices, the
+// compile worker, the cache folder, registry, aot/ (and whether cake trusts the folders).
 #include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
 
 #include "cli_common.hpp"
+#include "compile_worker.hpp"
+#include "disk_cache.hpp"
 #include "driver.hpp"
 #include "env.hpp"
 #include "error.hpp"
@@ -19,18 +21,35 @@ struct DoctorArgs {
   std::string arch;
 };
 
-// Every candidate this device's arch admits whose stages could not be served without JIT.
+// The folders cake would load code from that another user could change: "cache: <why>".
+std::vector<std::string> unsafe_folders(const Context& ctx) {
+  std::vector<std::string> out;
+  const std::string cache = cake::env::cache_dir();
+  if (!cache.empty())
+    if (cake::FolderTrust t = cake::DiskCache(cache).trust(); !t.safe)
+      out.push_back("cache " + cache + ": " + t.text() + " (not used)");
+  if (ctx.aot && !ctx.aot->refused().empty())
+    out.push_back("aot " + ctx.aot_dir + ": " + ctx.aot->refused() + " (not used)");
+  return out;
+}
+
+// Every candidate this device's arch admits whose stages could not be served without JIT,
+// after any folder cake would refuse to load code from.
 int run_strict(const Globals& g, const DoctorArgs& a) {
+  Context ctx = load_context(g);
+  const std::vector<std::string> unsafe = unsafe_folders(ctx);
+  for (const auto& u : unsafe) std::cout << "unsafe: " << u << "\n";
   cake::Arch arch;
   if (!a.arch.empty()) {
     arch = parse_arch_arg("--arch", a.arch);
   } else {
     auto& drv = cake::Driver::instance();
-    if (!drv.available() || drv.device_count() == 0)
+    if (!drv.available() || drv.device_count() == 0) {
+      if (!unsafe.empty()) return kFailure;
       throw UsageError("--strict needs a GPU or --arch (" + drv.missing_reason() + ")");
+    }
     arch = drv.device(0).arch;
   }
-  Context ctx = load_context(g);
   cake::AvailabilityRule offline(*ctx.registry, ctx.aot ? &*ctx.aot : nullptr, cake::NvrtcInfo{}, false);
   std::vector<std::vector<std::string>> rows;
   int ops_without = 0;
@@ -54,7 +73,7 @@ int run_strict(const Globals& g, const DoctorArgs& a) {
   std::cout << "strict: " << arch.str() << ", aot " << (ctx.aot_dir.empty() ? "(none)" : ctx.aot_dir) << "\n";
   if (rows.empty()) {
     std::cout << "every route this arch admits is served without JIT\n";
-    return kOk;
+    return unsafe.empty() ? kOk : kFailure;
   }
   std::cout << format_table({"OP", "CANDIDATE", "NEEDS JIT FOR"}, rows);
   std::cout << rows.size() << " candidates need JIT; " << ops_without
@@ -92,11 +111,23 @@ int run_doctor(const Globals& g) {
   }
   line("jit", cake::env::jit_enabled() ? "enabled" : "disabled by CAKE_JIT=0");
   line("toolkit", "CUDA_HOME=" + cake::env::get("CUDA_HOME").value_or("(unset)"));
+  const std::string worker = cake::find_compile_worker();
+  if (cake::env::compile_isolation() == "inprocess")
+    line("worker", "none: CAKE_COMPILE_ISOLATION=inprocess compiles in this process");
+  else if (worker.empty())
+    line("worker", "NOT FOUND beside " + cake::this_module_path().string() +
+                       (cake::env::compile_isolation() == "required"
+                            ? ": compiles fail (CAKE_COMPILE_ISOLATION=required)"
+                            : ": compiles run in process, where an NVRTC crash takes the process down"));
+  else
+    line("worker", worker + " (compiles run in a child process)");
   std::string cache = cake::env::cache_dir();
   std::error_code ec;
   bool exists = std::filesystem::exists(cache, ec);
-  line("cache", cache + (exists ? (::access(cache.c_str(), W_OK) == 0 ? " (writable)" : " (NOT writable)")
-                                 : " (not created yet)"));
+  const cake::FolderTrust trust = cake::DiskCache(cache).trust();
+  line("cache", cache + (!trust.safe ? " (UNSAFE, not used: " + trust.text() + ")"
+                         : exists    ? (::access(cache.c_str(), W_OK) == 0 ? " (writable)" : " (NOT writable)")
+                                     : " (not created yet)"));
   try {
     Context ctx = load_context(g);
     std::string files;
@@ -104,7 +135,9 @@ int run_doctor(const Globals& g) {
     line("registry", std::to_string(ctx.registry->programs().size()) + " programs, " +
                          std::to_string(ctx.registry->builds().size()) + " builds, " +
                          std::to_string(ctx.registry->routes().size()) + " routes from " + files);
-    if (ctx.aot)
+    if (ctx.aot && !ctx.aot->refused().empty())
+      line("aot", ctx.aot_dir + " (UNSAFE, not used: " + ctx.aot->refused() + ")");
+    else if (ctx.aot)
       line("aot", ctx.aot_dir + " (" + std::to_string(ctx.aot->entries().size()) + " prebuilt cubins)");
     else
       line("aot", ctx.aot_dir.empty() ? "none (no --aot, no CAKE_AOT_DIR, no ./aot)" : ctx.aot_dir + " (unreadable)");
@@ -121,7 +154,8 @@ void add_doctor_command(CLI::App& app, Globals& g, int& exit_code) {
   auto a = std::make_shared<DoctorArgs>();
   auto* c = app.add_subcommand("doctor", "What cake found: libcuda, libnvrtc, toolkit, devices, cache, registry");
   c->add_flag("--strict", a->strict,
-              "list every candidate this device could not serve without JIT (exit 1 if any)");
+              "list every candidate this device could not serve without JIT, and any cache or aot "
+              "folder another user could change (exit 1 if any)");
   c->add_option("--arch", a->arch, "with --strict: the arch to check (default GPU 0's)");
   c->callback([&g, &exit_code, a] { exit_code = a->strict ? run_strict(g, *a) : run_doctor(g); });
 }
