@@ -1,0 +1,159 @@
+// Label gpu: what prepare finds out about each tensor's memory before anything runs. A
+// DLTensor's device field is only a claim: host memory labelled CUDA, an extent past its
+// allocation and another device's memory are ArgumentErrors naming the tensor, through every
+// family's prepare and the C ABI; managed and mapped pinned host memory are served.
+#include <gtest/gtest.h>
+
+#include "cake_c.h"
+#include "error.hpp"
+#include "gpu_util.hpp"
+#include "ops.hpp"
+
+namespace cake {
+namespace {
+using test::GpuTensor;
+
+class MemoryCheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CAKE_SKIP_WITHOUT_GPU();
+    ctx_.emplace();
+    RuntimeOptions o;
+    o.cache_dir = cache_.path().string();
+    o.aot_dir = "";
+    rt_ = std::make_unique<Runtime>(o);
+  }
+  std::optional<test::PrimaryContext> ctx_;
+  test::TempDir cache_;
+  std::unique_ptr<Runtime> rt_;
+};
+
+// A DLTensor over any address, labelled as memory of cuda:0.
+struct Labelled {
+  int64_t shape[3] = {0, 0, 0};
+  DLTensor dl{};
+  Labelled(void* data, DLDataType dtype, std::initializer_list<int64_t> dims) {
+    int i = 0;
+    for (int64_t d : dims) shape[i++] = d;
+    dl.data = data;
+    dl.device = {kDLCUDA, 0};
+    dl.ndim = i;
+    dl.dtype = dtype;
+    dl.shape = shape;
+  }
+};
+constexpr DLDataType kF32{kDLFloat, 32, 1}, kBf16{kDLBfloat, 16, 1}, kI32{kDLInt, 32, 1};
+
+TEST_F(MemoryCheckTest, PageableHostMemoryIsRefusedInEveryFamily) {
+  const int64_t n = 4096;
+  GpuTensor a(DType::f32, n), out(DType::f32, n);
+  out.poison();
+  std::vector<float> host(size_t(n), 1.0f);
+  Labelled b(host.data(), kF32, {n});
+  test::expect_argument_error([&] { ops::prepare_add(*rt_, out.dl(), a.dl(), b.dl); }, "b",
+                              "host memory (or no allocation), not on cuda:0");
+  test::expect_argument_error([&] { ops::add(*rt_, out.dl(), a.dl(), b.dl, nullptr); }, "b", "not on cuda:0");
+
+  // rmsnorm: a host weight.
+  const int64_t T = 64, H = 512;
+  DeviceBuffer x(size_t(T * H) * 2), y(size_t(T * H) * 2), rstd(size_t(T) * 4);
+  std::vector<float> w_host(size_t(H), 1.0f);
+  Labelled xt(x.ptr(), kBf16, {T, H}), yt(y.ptr(), kBf16, {T, H}), rt(rstd.ptr(), kF32, {T}),
+      wt(w_host.data(), kF32, {H});
+  test::expect_argument_error(
+      [&] { ops::prepare_rmsnorm_fwd(*rt_, yt.dl, rt.dl, nullptr, xt.dl, nullptr, wt.dl, 1e-6f); }, "w",
+      "host memory");
+
+  // grouped_gemm: host offsets, the case cake_ctypes.py used to let through.
+  const int64_t M = 256, N = 128, K = 64, E = 4;
+  DeviceBuffer gx(size_t(M * K) * 2), gw(size_t(E * N * K) * 2), gy(size_t(M * N) * 2);
+  std::vector<int32_t> offs_host = {64, 128, 192, 256};
+  Labelled xg(gx.ptr(), kBf16, {M, K}), wg(gw.ptr(), kBf16, {E, N, K}), yg(gy.ptr(), kBf16, {M, N}),
+      og(offs_host.data(), kI32, {E});
+  test::expect_argument_error([&] { ops::prepare_grouped_gemm_fwd(*rt_, yg.dl, xg.dl, wg.dl, og.dl); }, "offs",
+                              "host memory");
+  // Also when M = 0 makes wgrad a zero fill: checked before that launch.
+  Labelled empty_g(gy.ptr(), kBf16, {0, N}), empty_x(gx.ptr(), kBf16, {0, K}), dw(host.data(), kF32, {E, N, K});
+  test::expect_argument_error(
+      [&] { ops::prepare_grouped_gemm_wgrad(*rt_, dw.dl, empty_g.dl, empty_x.dl, og.dl, false); }, "dw",
+      "host memory");
+
+  for (float v : out.download<float>()) ASSERT_TRUE(std::isnan(v));  // nothing was written
+  EXPECT_EQ(rt_->loader().stats().compiles.load(), 0);                // nor compiled
+}
+
+TEST_F(MemoryCheckTest, AnExtentPastItsAllocationIsRefused) {
+  const int64_t n = 1 << 20;
+  DeviceBuffer small(4096), big(size_t(n) * 4), next(size_t(n) * 4);  // neighbours, likely adjacent
+  Labelled past(small.ptr(), kF32, {n}), b(big.ptr(), kF32, {n}), out(next.ptr(), kF32, {n});
+  test::expect_argument_error([&] { ops::prepare_add(*rt_, out.dl, past.dl, b.dl); }, "a",
+                              "extends past its allocation");
+  // A view that starts inside and runs one element past the end.
+  Labelled tail(big.ptr(), kF32, {n}), b2(next.ptr(), kF32, {n});
+  tail.dl.byte_offset = 4;
+  DeviceBuffer out2(size_t(n) * 4);
+  Labelled o2(out2.ptr(), kF32, {n});
+  test::expect_argument_error([&] { ops::prepare_add(*rt_, o2.dl, tail.dl, b2.dl); }, "a",
+                              "extends past its allocation (by 4 bytes)");
+}
+
+TEST_F(MemoryCheckTest, ManagedAndMappedPinnedMemoryAreServed) {
+  const int64_t n = 1000;
+  const size_t bytes = size_t(n) * 4;
+  CUdeviceptr managed = 0;
+  void* pinned = nullptr;
+  CAKE_CU(cuMemAllocManaged(&managed, bytes, CU_MEM_ATTACH_GLOBAL));
+  CAKE_CU(cuMemAllocHost(&pinned, bytes));
+  auto* m = reinterpret_cast<float*>(managed);
+  auto* p = static_cast<float*>(pinned);
+  for (int64_t i = 0; i < n; ++i) m[i] = float(i), p[i] = 0.5f;
+  GpuTensor out(DType::f32, n);
+  out.poison();
+  Labelled a(m, kF32, {n}), b(p, kF32, {n});
+  ops::prepare_add(*rt_, out.dl(), a.dl, b.dl).launch(nullptr);
+  auto got = out.download<float>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[size_t(i)], float(i) + 0.5f) << i;
+  CAKE_CU(cuMemFree(managed));
+  CAKE_CU(cuMemFreeHost(pinned));
+}
+
+TEST_F(MemoryCheckTest, AnotherDevicesMemoryIsRefused) {
+  if (Driver::instance().device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  CUdevice dev1;
+  CAKE_CU(cuDeviceGet(&dev1, 1));
+  CUcontext ctx1;
+  CAKE_CU(cuDevicePrimaryCtxRetain(&ctx1, dev1));
+  const int64_t n = 1024;
+  CUdeviceptr on1 = 0;
+  {
+    ContextGuard g(ctx1);
+    CAKE_CU(cuMemAlloc(&on1, size_t(n) * 4));
+  }
+  GpuTensor a(DType::f32, n), out(DType::f32, n);
+  Labelled b(reinterpret_cast<void*>(on1), kF32, {n});  // labelled cuda:0, lives on cuda:1
+  test::expect_argument_error([&] { ops::prepare_add(*rt_, out.dl(), a.dl(), b.dl); }, "b",
+                              "memory of cuda:1, not on cuda:0");
+  {
+    ContextGuard g(ctx1);
+    CAKE_CU(cuMemFree(on1));
+  }
+  CAKE_CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
+TEST_F(MemoryCheckTest, TheCApiReportsTheArgument) {
+  cake_runtime* crt = nullptr;
+  ASSERT_EQ(cake_runtime_create(("{\"cache_dir\": \"" + cache_.path().string() + "\"}").c_str(), &crt), CAKE_OK)
+      << cake_last_error();
+  const int64_t n = 256;
+  GpuTensor a(DType::f32, n), out(DType::f32, n);
+  std::vector<float> host(static_cast<size_t>(n), 0.0f);
+  Labelled b(host.data(), kF32, {n});
+  cake_launch* l = nullptr;
+  EXPECT_EQ(cake_prepare_add(crt, &out.dl(), &a.dl(), &b.dl, 1, &l), CAKE_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(cake_last_error()).find("host memory"), std::string::npos) << cake_last_error();
+  EXPECT_EQ(l, nullptr);
+  cake_runtime_destroy(crt);
+}
+
+}  // namespace
+}  // namespace cake
