@@ -33,8 +33,7 @@ std::string ctype(const std::string& t) { return t == "bf16" ? "cake::bf16" : "f
 const char* cbool(bool b) { return b ? "true" : "false"; }
 
 // Hopper: 128 x 256 tiles, 4 stages, raster bands of 16 row blocks, clusters of 1 with the
-// dynamic tile schedule (tools/dev/gg_sm90_harness.cu on the H200: geomean over 48 rows 1.030x
-// -> 1.043x of the cuBLAS loop, DRAM traffic of a gate_up fwd -41 %, docs/perf.md); a producer warpgroup and
+// dynamic tile schedule (the measured choices: docs/decisions.md); a producer warpgroup and
 // two consumer warpgroups. smem mirrors cake::gg::sm90_smem_bytes
 // (templates/sm90_grouped_gemm.cuh): the stage ring, four 8 KB epilogue slices, slack and
 // barriers.
@@ -46,7 +45,7 @@ struct Sm90Tile {
 };
 
 // Portable: 128 x 128 x 32 tiles, 4 stages, 2 x 2 warps (64 x 64 per warp: 2x4 reads shared
-// memory ~1.4x more per mma; measured 416 vs 339 TFLOP/s fwd on the H200, tools/dev). Mirrors
+// memory ~1.4x more per mma; docs/decisions.md, portable tile). Mirrors
 // cake::gg::portable_smem_bytes (templates/smxx_grouped_gemm.cuh): bf16 A and B tiles of
 // every stage.
 struct PortableTile {
@@ -86,10 +85,9 @@ ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t, const std::string&
               {"kernels", kernel_list(out, acc)}};
   // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
   // walk round-robin and need none. The last wave's tiles split along the reduction
-  // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; harness on the
-  // H200: one-empty E = 4 wgrad 1.006x -> 1.027x, down M = 4096 lognormal dgrad 0.79x ->
-  // 0.92x, docs/perf.md): the flags after the counters (cake::gg::kMaxSplitSlots) and an FP32
-  // tile of workspace per SM.
+  // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; docs/decisions.md,
+  // tail split): the flags after the counters (cake::gg::kMaxSplitSlots) and an FP32 tile of
+  // workspace per SM.
   if (t.cluster == 1) {
     p.params["counters"] = 2 + 1022;
     p.params["workspace_per_sm"] = t.bm * t.bn * 4;
@@ -144,10 +142,9 @@ FamilySpec grouped_gemm_family() {
     for (const auto& [out, acc] : out_kinds(op)) {
       ProgramSpec hp = sm90_program(op, sm90, out, acc);
       const ProgramSpec pp = portable_program(op, portable, out, acc);
-      // fwd and dgrad unroll the k blocks that write the previous tile's slices, and a cold
-      // compile of that takes 0.9-1.6 s on the GPU machine's CPU; their compact programs
-      // (0.5-0.7 s) serve a first call while it compiles (docs/perf.md). wgrad's (BF16 0.7-0.9 s,
-      // FP32 about 0.95 s with the overlapped epilogue) have one without that epilogue.
+      // A cold compile of an sm90 program takes about 1 s on a slow host CPU; its compact
+      // stand-in (the epilogue k blocks rolled, for wgrad the epilogue not overlapped; same
+      // bits) compiles faster and serves a first call meanwhile (docs/decisions.md, stand-ins).
       const ProgramSpec compact = sm90_program(op, sm90, out, acc, true);
       hp.stand_in = compact.name;
       f.programs.push_back(compact);

@@ -23,7 +23,7 @@ constexpr int64_t kCompensatedT = 131072;  // t >= this: compensated (two-sum) c
 std::string ctype(const std::string& w) { return w == "bf16" ? "cake::bf16" : "float"; }
 
 // Forward threads per block, measured on the H200 with one block per row group (T 16384 and
-// 65536, bf16 w, 64 to 1024 threads per H; tools/dev/rms_fwd_harness.cu, docs/perf.md): the
+// 65536, bf16 w, 64 to 1024 threads per H; docs/decisions.md): the
 // fastest for each H whose row stays in registers (H 6144: 128 threads were 1 % faster but
 // stream a third of the row twice). H 256 and 512 and the generic program were not swept;
 // they keep counts that hold a row in registers unspilled.

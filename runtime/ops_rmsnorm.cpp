@@ -114,7 +114,7 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
     ls.args.add(eps);
     // One block per row group: the block scheduler overlaps one block's loads with another's
     // reduction and stores (5-14 % faster than a resident-size grid-stride grid on the H200,
-    // H 1024-8192, docs/perf.md). When max_sms caps the SMs, the grid-stride form keeps the
+    // H 1024-8192, docs/decisions.md). When max_sms caps the SMs, the grid-stride form keeps the
     // grid to their resident blocks; the bits are the same either way.
     const int64_t groups = (T + rows_per_block - 1) / rows_per_block;
     ls.grid[0] = unsigned(sms < all_sms ? blocks_for(groups, threads, sms)

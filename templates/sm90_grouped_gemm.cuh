@@ -276,13 +276,12 @@ struct Tile {
 // after the two schedule counters fill the 1024 int32 counters a launch may own).
 constexpr int kMaxSplitParts = 4, kMaxSplitSlots = 1022;
 // A part's rows, at least: passing a 128 KB sum on costs a part about as much as a tile's
-// idle tail saves until parts are about this long (docs/perf.md, nineteenth session, on the
-// H200: parts of up to 1365 rows ran 1-21 % slower than no split, of 2731 rows 3.5-6 %
-// slower on down and mixed on gate_up, of 5461 rows 1.3-2.6 % faster).
+// idle tail saves until parts are about this long (docs/decisions.md: shorter parts ran
+// slower than no split on the H200).
 constexpr int kMinSplitPartRows = 4096;
 // fwd and dgrad split the last wave's tiles only in launches of fewer waves than this, into
-// parts of at least this many k blocks (plan_split_rows; docs/perf.md, nineteenth session:
-// down M = 4096 E = 4 lognormal dgrad, 3 waves, 0.79x -> 0.92x against the cuBLAS loop).
+// parts of at least this many k blocks (plan_split_rows; the measurements are in
+// docs/decisions.md).
 constexpr int kRowOpSplitWaves = 8, kRowOpSplitBlocks = 16;
 
 // Walks unit indices (increasing per cluster) to tiles. A unit is kCluster row blocks side by
@@ -407,7 +406,7 @@ struct Scheduler {
       max_rows = t - s > max_rows ? t - s : max_rows;
     }
     const int per_group = units_m_fixed * tiles_n, work = work_groups * per_group;
-    if (max_rows - min_rows > min_rows / 8) {  // uneven (docs/perf.md: the model and the A/B)
+    if (max_rows - min_rows > min_rows / 8) {  // uneven (docs/decisions.md)
       if (work >= 16 * ctas || min_rows < 2 * kMinSplitPartRows) return;
       const int last = per_group < ctas ? per_group : ctas;
       parts = 2, split_tiles = last, split_first = work - last;
@@ -421,7 +420,7 @@ struct Scheduler {
   // a few waves of tiles loses up to a tile's time of its few on the last part wave. Under
   // kRowOpSplitWaves waves its last tiles split as wgrad's of one size do, into parts of at
   // least kRowOpSplitBlocks k blocks. More waves: the tail is a small share, and splitting
-  // every launch measured 0.5-1.3 % slower on the bench's rows (docs/perf.md, ninth session).
+  // every launch measured 0.5-1.3 % slower on the bench's rows (docs/decisions.md).
   __device__ void plan_split_rows(int ctas, int k_blocks) {
     if (kOp == kOpWgrad || ctas <= 0 || ctas > kMaxSplitSlots || total >= kRowOpSplitWaves * ctas) return;
     split_last(ctas, total, k_blocks / kRowOpSplitBlocks);
@@ -581,7 +580,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
         // the loads), in wgrad kAskAhead loads before its last: a wgrad tile is as long as its
         // group's rows, and a CTA that took its next unit a whole tile ahead could hold a unit
         // that another CTA would start sooner (a split part the next part waits for, the last
-        // tiles of uneven groups). docs/perf.md: the down E = 4 skewed rows gain 2-3 %.
+        // tiles of uneven groups). Measured in docs/decisions.md.
         constexpr int kAskAhead = 8;
         int next = t + unit_step;
         if (kOp != kOpWgrad && dynamic) next = counted_base + atomicAdd(sched, 1);
@@ -683,7 +682,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
     // compile instead of kPeeled + 1, and no slower. So does FP32 wgrad at 256 columns (64 held
     // registers, as BF16). fwd and dgrad unroll those blocks unless kCompact: the loop costs
     // them 1-3 % on the H200, about 0.8 k block a tile (moving the held words instead cost
-    // 1 %), which E = 4 rows level with cuBLAS cannot give (docs/perf.md). FP32 out holding a
+    // 1 %), which E = 4 rows level with cuBLAS cannot give (docs/decisions.md). FP32 out holding a
     // whole tile (up to 192 columns) unrolls them too (the loop spills there).
     constexpr bool kRolledSlices =
         kOverlapEpilogue && (sizeof(OutT) == 2 || kDirect > 0) && (kOp == kOpWgrad || kCompact);
@@ -816,8 +815,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
       // a dummy wgmma to every k block, or serialise them all).
       // Only in groups of over two row blocks: a shorter group streams its W tiles, which its
       // row blocks share through L2 while they run in step; with it gate_up fwd with groups of
-      // 132 rows took up to 8 % longer, likely from a block running ahead (docs/perf.md,
-      // twentieth session).
+      // 132 rows took up to 8 % longer, likely from a block running ahead (docs/decisions.md).
       if (tile.row_end - tile.row0 > 2 * kBM && half_past_end(tile)) {
 #pragma unroll 1
         for (int kb = tile.kb0; kb < tile.kb1; ++kb) {

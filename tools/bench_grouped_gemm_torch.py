@@ -125,7 +125,7 @@ class Timer:
         temperature for both), the two in the other order every other rep (the clock a call
         starts at is what the call before it left), and the median over reps of the rep's other
         time / cake's: a rep's two calls run one after the other, so the ratio cancels most of
-        the clock's drift between reps (docs/perf.md, "The ratio taken per rep"; as `cakec
+        the clock's drift between reps (docs/decisions.md, "VS_BEST taken per rep"; as `cakec
         bench grouped_gemm`, whose median of an even count of ratios is likewise the geometric
         mean of the middle two)."""
         cake(), other()  # warm-up

@@ -36,7 +36,7 @@ inline double median_of_ratios(std::vector<double> r) {
 // either). NaN with no other contender; a rep missing either call is left out. A rep's calls
 // run one after the other, so the ratio cancels most of the clock's drift, which the medians
 // of each contender's times do not: they can come from reps at different clocks, and their
-// ratio moves more from run to run (docs/perf.md, "The ratio taken per rep").
+// ratio moves more from run to run (docs/decisions.md, "VS_BEST taken per rep").
 inline double median_rep_ratio(const std::vector<TimedCall>& calls) {
   std::map<int, double> first;                  // rep -> contender 0's ms
   std::map<int, std::map<int, double>> others;  // contender -> rep -> ms

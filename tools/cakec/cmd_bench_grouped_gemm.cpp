@@ -6,7 +6,7 @@
 // and each row's ratio, per baseline, the median over reps of its time in the rep / cake's,
 // the smaller of the two (bench_stats.hpp);
 // with --sustained each contender runs alone long enough to set the clock by its own power
-// draw (docs/perf.md: the two orders of the contenders differ under the power cap). cuBLAS
+// draw (docs/decisions.md: in turn and alone differ under the power cap). cuBLAS
 // is dlopen-ed (cublas_loader.hpp). Each row's cake output is checked against the loop's on
 // sampled rows (--no-check skips it). --samples writes every timed call to a CSV file.
 #include <unistd.h>
@@ -323,7 +323,7 @@ class Bench {
       const auto worst = std::min_element(results_.begin(), results_.end(),
                                           [](const Result& x, const Result& y) { return x.ratio < y.ratio; });
       std::printf("  min row   %.3fx  (%s)\n", worst->ratio, worst->what.c_str());
-      if (!a_.sustained) {  // the older estimate: docs/perf.md's tables before the twenty-second session
+      if (!a_.sustained) {  // the older estimate, printed for comparison (docs/decisions.md)
         double s = 0;
         for (const auto& r : results_) s += std::log(r.ratio_of_medians);
         const auto w = std::min_element(results_.begin(), results_.end(), [](const Result& x, const Result& y) {
