@@ -4,7 +4,9 @@
 
 #include "cake_c.h"
 #include "error.hpp"
-#include "ops.hpp"
+#include "elementwise_ops.hpp"
+#include "grouped_gemm_ops.hpp"
+#include "rmsnorm_ops.hpp"
 
 namespace cake {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "error.hpp"
-#include "ops.hpp"
+#include "elementwise_ops.hpp"
 
 int main() {
   try {

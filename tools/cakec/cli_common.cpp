@@ -6,6 +6,7 @@
 #include "env.hpp"
 #include "error.hpp"
 #include "log.hpp"
+#include "nvrtc.hpp"
 
 namespace cakec {
 

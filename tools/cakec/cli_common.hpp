@@ -54,8 +54,7 @@ void add_build_commands(CLI::App& app, Globals& g, int& exit_code);
 void add_doctor_command(CLI::App& app, Globals& g, int& exit_code);
 void add_bench_command(CLI::App& app, Globals& g, int& exit_code);
 void add_cache_command(CLI::App& app, Globals& g, int& exit_code);
-void add_bench_rmsnorm(CLI::App& bench, int& exit_code);
-void add_bench_grouped_gemm(CLI::App& bench, int& exit_code);
-void add_bench_summarize(CLI::App& bench, int& exit_code);
+// Every family's bench commands (tools/cakec/<family>/; the list is generated).
+void add_family_benches(CLI::App& bench, int& exit_code);
 
 }  // namespace cakec

@@ -18,7 +18,7 @@
 #include "compile_worker.hpp"
 #include "driver.hpp"
 #include "error.hpp"
-#include "ops.hpp"
+#include "elementwise_ops.hpp"
 #include "prebuild.hpp"
 #include "renderer.hpp"
 
@@ -332,9 +332,7 @@ void add_bench_command(CLI::App& app, Globals&, int& exit_code) {
   jit->add_option("--child-cache", a->child_cache)->group("");
   jit->add_option("--child-aot", a->child_aot)->group("");
   jit->callback([&exit_code, a] { exit_code = run_bench_jit(*a); });
-  add_bench_rmsnorm(*bench, exit_code);
-  add_bench_grouped_gemm(*bench, exit_code);
-  add_bench_summarize(*bench, exit_code);
+  add_family_benches(*bench, exit_code);
 }
 
 }  // namespace cakec

@@ -1,0 +1,317 @@
+// grouped_gemm ops: ragged BF16 grouped GEMM for MoE experts (fwd, dgrad, wgrad with BF16 or
+// FP32 output and accumulate), groups given by device offsets and never read on the host.
+// The kernels' signatures (templates/sm90_grouped_gemm.cuh, templates/smxx_grouped_gemm.cuh)
+// are mirrored here: argument order, the TMA descriptors the sm90 programs take by value,
+// and the launch geometry of each kind of program.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+
+#include "driver.hpp"
+#include "error.hpp"
+#include "elementwise_ops.hpp"
+#include "grouped_gemm_ops.hpp"
+#include "ops_common.hpp"
+
+namespace cake::ops {
+namespace {
+
+// Host mirror of cake::gg::TmaDesc: a CUtensorMap passed by value as a __grid_constant__
+// parameter. The kernel declares it alignas(64); the toolkit's CUtensorMap is alignas(128)
+// in CUDA 13, so the bytes are copied into this type and ArgPack lays it out as the kernel
+// does (descriptors at offsets 0, 128 and 256, then the pointers at 384).
+struct alignas(64) TmaDesc {
+  unsigned long long words[16];
+};
+static_assert(sizeof(TmaDesc) == 128 && sizeof(CUtensorMap) == 128);
+
+enum class GgOp { fwd, dgrad, wgrad };
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Rank first, so the dims can be read from it before the full shape check.
+void require_rank(const TensorView& t, size_t rank, const char* dims) {
+  if (t.shape.size() != rank)
+    throw ArgumentError(t.name, "must be " + std::to_string(rank) + "-D " + dims + ", got " +
+                                    std::to_string(t.shape.size()) + "-D");
+}
+
+// A fully contiguous tensor of exactly `shape` (named `dims`, e.g. "[M, K]") whose base is
+// 16-byte aligned: TMA and the 16-byte vector accesses of every program need it.
+void require_operand(const TensorView& t, const std::vector<int64_t>& shape, const char* dims,
+                     std::initializer_list<DType> dtypes) {
+  require_dtype(t, dtypes);
+  require_rank(t, shape.size(), dims);
+  if (t.shape != shape)
+    throw ArgumentError(t.name, "shape " + shape_text(t.shape) + " differs from " + dims + " = " + shape_text(shape));
+  require_contiguous(t);
+  if (t.numel() > 0 && t.alignment() < 16)
+    throw ArgumentError(t.name, "base pointer must be 16-byte aligned, is " + std::to_string(t.alignment()) +
+                                    "-byte aligned");
+}
+
+// N and K are row lengths of some operand: TMA needs 16-byte row strides (multiples of 8
+// bf16 elements), and a zero extent has no tensor map.
+void require_inner(const TensorView& t, const char* dim, int64_t v) {
+  if (v < 8 || v % 8 != 0)
+    throw ArgumentError(t.name, std::string(dim) + " = " + std::to_string(v) +
+                                    " must be a positive multiple of 8 (16-byte rows for TMA)");
+}
+
+// The kernels take every dim as an int.
+void require_int(const TensorView& t, const char* dim, int64_t v) {
+  if (v > INT_MAX)
+    throw ArgumentError(t.name, std::string(dim) + " = " + std::to_string(v) + " is larger than cake supports (2^31 - 1)");
+}
+
+void require_offs(const TensorView& offs, int64_t e) {
+  require_dtype(offs, {DType::i32});
+  require_rank(offs, 1, "[E]");
+  if (offs.shape[0] != e)
+    throw ArgumentError(offs.name, "has " + std::to_string(offs.shape[0]) + " entries, E = " + std::to_string(e));
+  require_contiguous(offs);
+}
+
+// One checked problem: the tensors by argument name and the dims M, N, K, E.
+struct Checked {
+  std::vector<TensorView> tensors;  // output first
+  int64_t m = 0, n = 0, k = 0, e = 0;
+};
+
+// Same device, and the output (tensors[0]) overlaps no input: the kernels read inputs while
+// writing the output, and nothing is accepted that would make that order matter.
+void require_device_and_overlap(const Checked& c) {
+  const TensorView& out = c.tensors[0];
+  for (size_t i = 1; i < c.tensors.size(); ++i) {
+    require_same_device(out, c.tensors[i]);
+    require_no_overlap(out, c.tensors[i]);
+  }
+}
+
+// Each op's tensors: the output, then the kernel's operands a and b, with their dims by
+// letter (M, N, K, E) and dtypes.
+struct TensorSpec {
+  const char* name;
+  const char* dims;  // e.g. "MK": [M, K]
+  std::initializer_list<DType> dtypes;
+};
+struct OpSpec {
+  TensorSpec out, a, b;
+};
+const OpSpec& spec(GgOp op) {
+  static const OpSpec fwd{{"y", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
+  static const OpSpec dgrad{{"dx", "MK", {DType::bf16}}, {"g", "MN", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
+  // Contiguity also rules out an expanded or self-overlapping dw, which accumulate would
+  // read and write through several aliases.
+  static const OpSpec wgrad{{"dw", "ENK", {DType::bf16, DType::f32}}, {"g", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}};
+  return op == GgOp::fwd ? fwd : op == GgOp::dgrad ? dgrad : wgrad;
+}
+
+std::string dims_text(const char* dims) {
+  std::string t = "[";
+  for (const char* d = dims; *d; ++d) t += (d == dims ? "" : ", ") + std::string(1, *d);
+  return t + "]";
+}
+
+// The dims come from the inputs (a, then b; E from offs when neither has it), each checked
+// where it is first seen; then every tensor's full shape, dtype, layout and alignment.
+Checked check(GgOp op, const DLTensor& out_t, const DLTensor& a_t, const DLTensor& b_t, const DLTensor& offs_t) {
+  const OpSpec& sp = spec(op);
+  Checked c;
+  c.tensors = {view(out_t, sp.out.name), view(a_t, sp.a.name), view(b_t, sp.b.name), view(offs_t, "offs")};
+  const TensorView &out = c.tensors[0], &a = c.tensors[1], &b = c.tensors[2], &offs = c.tensors[3];
+  std::map<char, int64_t> dim;
+  auto discover = [&](const TensorView& t, const char* dims) {
+    require_rank(t, std::strlen(dims), dims_text(dims).c_str());
+    for (size_t i = 0; dims[i]; ++i) {
+      const char d = dims[i];
+      if (dim.count(d)) continue;
+      const int64_t v = dim[d] = t.shape[i];
+      if (d == 'N' || d == 'K') require_inner(t, std::string(1, d).c_str(), v);
+      if (d == 'E' && v < 1) throw ArgumentError(t.name, "E = 0: at least one group is needed");
+      require_int(t, std::string(1, d).c_str(), v);
+    }
+  };
+  discover(a, sp.a.dims);
+  discover(b, sp.b.dims);
+  if (!dim.count('E')) discover(offs, "E");
+  c.m = dim['M'], c.n = dim['N'], c.k = dim['K'], c.e = dim['E'];
+  for (const auto& [t, ts] : {std::pair{&a, &sp.a}, std::pair{&b, &sp.b}, std::pair{&out, &sp.out}}) {
+    std::vector<int64_t> shape;
+    for (const char* d = ts->dims; *d; ++d) shape.push_back(dim[*d]);
+    require_operand(*t, shape, dims_text(ts->dims).c_str(), ts->dtypes);
+  }
+  require_offs(offs, c.e);
+  require_device_and_overlap(c);
+  return c;
+}
+
+Problem make_problem(const char* op, const Checked& c, bool accumulate, const OpOptions& opt) {
+  Problem p;
+  p.op = op;
+  p.dims = {{"m", c.m}, {"n", c.n}, {"k", c.k}, {"e", c.e}};
+  p.accumulate = accumulate;
+  p.deterministic = opt.deterministic;
+  p.candidate = opt.candidate;
+  for (const auto& t : c.tensors) p.dtypes[t.name] = t.dtype, p.align[t.name] = t.alignment();
+  return p;
+}
+
+// A 2-D or 3-D tensor map (dims innermost first; byte strides of dims 1..rank-1) with the
+// layout every sm90 program expects: 128-byte swizzle, 256-byte L2 promotion, no OOB fill
+// (out-of-range elements read as zeros, and are not written by stores).
+TmaDesc encode_tma(DType t, uintptr_t ptr, std::vector<uint64_t> dims, std::vector<uint64_t> strides,
+                   std::vector<uint32_t> box, const std::string& what) {
+  const DriverApi& api = Driver::instance().api();
+  if (api.cuTensorMapEncodeTiled == nullptr)
+    throw Error("the CUDA driver (" + Driver::instance().path() +
+                ") has no cuTensorMapEncodeTiled (CUDA 12.0+ drivers): the sm90 grouped GEMM programs cannot run; "
+                "force a portable candidate (OpOptions::candidate)");
+  const uint32_t rank = uint32_t(dims.size());
+  std::vector<uint32_t> elem(rank, 1);
+  CUtensorMap map;
+  CUresult r = api.cuTensorMapEncodeTiled(
+      &map, t == DType::f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+      reinterpret_cast<void*>(ptr), dims.data(), strides.data(), box.data(), elem.data(), CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw_driver_error(("cuTensorMapEncodeTiled (" + what + ")").c_str(), r);
+  TmaDesc d;
+  std::memcpy(&d, &map, sizeof(d));
+  return d;
+}
+
+// The argument a stage's kernel parameter reads: the stage's bind map, else `fallback`.
+uintptr_t bound(const PlannedStage& s, const ArgMap& args, const std::string& param, const std::string& fallback) {
+  auto it = s.bind.find(param);
+  return args.at(it == s.bind.end() ? fallback : it->second);
+}
+
+int param_int(const PlannedStage& s, const char* name) { return s.program->params.at(name).get<int>(); }
+
+// `sm_count`: the SMs the launch fills (max_sms); `device_sms`: the device's, which the tail
+// split is planned for, so that a capped grid computes the same bits.
+Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count, int device_sms) {
+  const uint64_t M = uint64_t(c.m), N = uint64_t(c.n), K = uint64_t(c.k), E = uint64_t(c.e);
+  const Binder add = elementwise_binder(c.e * c.n * c.k, sm_count);
+  Runtime* rtp = &rt;
+  return [=](const Plan& plan, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
+    if (s.program->family == "elementwise") return add(plan, s, args, ls);  // composed: out += scratch
+    const OpSpec& names = spec(op);
+    const uintptr_t a = bound(s, args, "a", names.a.name), b = bound(s, args, "b", names.b.name),
+                    out = bound(s, args, "out", names.out.name), offs = bound(s, args, "offs", "offs");
+    const std::string kind = s.program->params.at("kind").get<std::string>();
+    const int threads = param_int(s, "threads"), smem = param_int(s, "smem");
+    if (kind == "sm90") {
+      // The maps of the kernel's host contract (sm90_grouped_gemm.cuh): operand boxes of 64
+      // inner elements (128 bytes, the swizzle span); the output box 128 bytes by 64 rows in
+      // the output's dtype (the composed route's scratch has it too).
+      const uint32_t bm = uint32_t(param_int(s, "tile_m")), bn = uint32_t(param_int(s, "tile_n")),
+                     cluster = uint32_t(param_int(s, "cluster"));
+      const DType ot = s.program->params.at("kernels").at(size_t(s.kernel)).at("out") == "f32" ? DType::f32 : DType::bf16;
+      const uint64_t osz = uint64_t(dtype_size(ot));
+      const uint32_t obox = uint32_t(128 / osz);
+      TmaDesc ta, tb, to;
+      switch (op) {
+        case GgOp::fwd:
+          ta = encode_tma(DType::bf16, a, {K, M}, {2 * K}, {64, bm}, "x");
+          tb = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, bn / cluster, 1}, "w");
+          to = encode_tma(ot, out, {N, M}, {osz * N}, {obox, 64}, "y");
+          break;
+        case GgOp::dgrad:
+          ta = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, bm}, "g");
+          tb = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, 64, 1}, "w");
+          to = encode_tma(ot, out, {K, M}, {osz * K}, {obox, 64}, "dx");
+          break;
+        case GgOp::wgrad:
+          ta = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, 64}, "g");
+          tb = encode_tma(DType::bf16, b, {K, M}, {2 * K}, {64, 64}, "x");
+          to = encode_tma(ot, out, {K, N, E}, {osz * K, osz * N * K}, {obox, 64, 1}, "dw");
+          break;
+      }
+      ls.args.add(ta);
+      ls.args.add(tb);
+      ls.args.add(to);
+      // Persistent: one CTA per SM walks every tile; a whole number of clusters.
+      ls.grid[0] = unsigned(std::max<int>(int(cluster), sm_count / int(cluster) * int(cluster)));
+    } else if (kind == "portable") {
+      ls.args.add(reinterpret_cast<const void*>(a));
+      ls.args.add(reinterpret_cast<const void*>(b));
+      // Persistent too: as many CTAs as fit on the chip at once (shared memory and registers
+      // decide), so the opt-in must come before the occupancy query.
+      rtp->loader().ensure_dynamic_smem(ls.function, smem);
+      int per_sm = 0;
+      CAKE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ls.function, threads, size_t(smem)));
+      ls.grid[0] = unsigned(sm_count * std::clamp(per_sm, 1, 4));
+    } else {
+      throw Error("grouped_gemm: program " + s.program->name + " has an unknown kind '" + kind + "'");
+    }
+    ls.args.add(reinterpret_cast<void*>(out));
+    ls.args.add(reinterpret_cast<const void*>(offs));
+    if (kind == "sm90") {  // the tile counters of the dynamic schedule (none: round-robin)
+      const auto c = args.find("counters");
+      ls.args.add(reinterpret_cast<void*>(c == args.end() ? uintptr_t(0) : c->second));
+    }
+    ls.args.add(int(E));
+    ls.args.add(int(M));
+    ls.args.add(int(N));
+    ls.args.add(int(K));
+    if (kind == "sm90") {  // the tail split: its workspace, planned for the device's SMs
+      const auto w = args.find("workspace");
+      if (w != args.end()) {
+        // The kernel's contract: an FP32 tile per SM, and its flags after the two counters.
+        if (int_param_or_zero(s, "counters") < 1024 ||
+            int_param_or_zero(s, "workspace_per_sm") < int64_t(param_int(s, "tile_m")) * param_int(s, "tile_n") * 4)
+          throw Error("grouped_gemm: program " + s.program->name +
+                      ": workspace_per_sm needs \"counters\": 1024 and a tile_m x tile_n FP32 tile per SM");
+      }
+      ls.args.add(reinterpret_cast<void*>(w == args.end() ? uintptr_t(0) : w->second));
+      ls.args.add(int(device_sms));
+    }
+    ls.block[0] = unsigned(threads);
+    ls.smem = unsigned(smem);
+  };
+}
+
+Launch prepare(Runtime& rt, GgOp op, const char* op_name, const Checked& c, bool accumulate, const OpOptions& opt) {
+  const TensorView& out = c.tensors[0];
+  DeviceContext dc = rt.context_for(out.device);
+  check_memory(dc, {&c.tensors[0], &c.tensors[1], &c.tensors[2], &c.tensors[3]});
+  if (c.m == 0) {
+    // No rows: fwd and dgrad have nothing to write; every wgrad group is empty, so dw is zeros
+    // (or, accumulating, unchanged). A zero fill needs no kernel and no plan.
+    if (op != GgOp::wgrad || accumulate) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
+    return Launch::zero_fill(dc.ctx, out.data, size_t(out.numel()) * size_t(dtype_size(out.dtype)),
+                             "M = 0: every group is empty, dw is zeros");
+  }
+  ArgMap args;
+  for (const auto& t : c.tensors) args[t.name] = t.data;
+  return prepare_planned(rt, dc, make_problem(op_name, c, accumulate, opt), args,
+                         grouped_gemm_binder(rt, op, c, grid_sms(dc, opt), dc.info->sm_count));
+}
+
+}  // namespace
+
+Launch prepare_grouped_gemm_fwd(Runtime& rt, const DLTensor& y, const DLTensor& x, const DLTensor& w,
+                                const DLTensor& offs, const OpOptions& opt) {
+  check_options(opt);
+  return prepare(rt, GgOp::fwd, "grouped_gemm.fwd", check(GgOp::fwd, y, x, w, offs), false, opt);
+}
+
+Launch prepare_grouped_gemm_dgrad(Runtime& rt, const DLTensor& dx, const DLTensor& g, const DLTensor& w,
+                                  const DLTensor& offs, const OpOptions& opt) {
+  check_options(opt);
+  return prepare(rt, GgOp::dgrad, "grouped_gemm.dgrad", check(GgOp::dgrad, dx, g, w, offs), false, opt);
+}
+
+Launch prepare_grouped_gemm_wgrad(Runtime& rt, const DLTensor& dw, const DLTensor& g, const DLTensor& x,
+                                  const DLTensor& offs, bool accumulate, const OpOptions& opt) {
+  check_options(opt);
+  return prepare(rt, GgOp::wgrad, "grouped_gemm.wgrad", check(GgOp::wgrad, dw, g, x, offs), accumulate, opt);
+}
+
+}  // namespace cake::ops

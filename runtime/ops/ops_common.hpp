@@ -1,0 +1,58 @@
+// What every op's prepare shares: turning a plan into a Launch. The op supplies, per stage,
+// how to pack the kernel's arguments and its geometry (a Binder); scratch is allocated here.
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "launch.hpp"
+#include "ops.hpp"
+#include "runtime.hpp"
+#include "tensor.hpp"
+
+namespace cake::ops {
+
+// Call arguments by name ("out", "a", ...), plus "scratch" once it is allocated, and for a
+// stage whose program has "counters" in its params, "counters": that many int32 words, zero at
+// every launch (the kernel must leave them zero when it finishes); for one with
+// "workspace_per_sm", "workspace": that many bytes per SM of the device, not zeroed.
+using ArgMap = std::map<std::string, uintptr_t>;
+
+// Packs one stage's kernel arguments and sets its geometry; it sees the whole plan, since a
+// later stage can depend on an earlier one's kernel (a finalize on the chunking it used).
+using Binder = std::function<void(const Plan& plan, const PlannedStage& stage, const ArgMap& args,
+                                  LaunchStage& out)>;
+
+// An integer in a stage's program params (checked at registry load), 0 where absent:
+// "counters" (int32 words the kernels keep in global memory), "workspace_per_sm" (bytes per SM).
+int64_t int_param_or_zero(const PlannedStage& s, const char* name);
+
+// Every tensor's memory, checked once at prepare (cuPointerGetAttributes), so a launch never
+// reads an address its device cannot: device memory of the tensor's device, or managed or
+// mapped pinned host memory the device reaches at that address; the whole extent
+// [data, end) inside the allocation. An ArgumentError names the tensor otherwise. Empty
+// tensors are not checked (nothing is read or written through them).
+void check_memory(const DeviceContext& dc, std::initializer_list<const TensorView*> tensors);
+
+// The options' own checks (an ArgumentError naming the option), before anything else.
+void check_options(const OpOptions& opt);
+// The SM count a launch may fill: the device's, or opt.max_sms when smaller.
+int grid_sms(const DeviceContext& dc, const OpOptions& opt);
+
+// Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
+// cake::Error listing every candidate's reason when there is no route.
+const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);
+
+// Plans and builds the launch. A stage whose build fails to compile (error, crash,
+// timeout) marks that build unavailable and the call is planned again, so the next
+// candidate (or the composed route) serves it; with none left, the no-route error lists why.
+Launch prepare_planned(Runtime& rt, const DeviceContext& dc, const Problem& problem, ArgMap args,
+                       const Binder& bind, std::optional<CUstream> one_call_stream = {});
+
+// `one_call_stream`: set by the one-call forms, whose scratch is allocated and freed in
+// stream order on that stream; prepared launches own a plain allocation instead.
+Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,
+                    ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream = {});
+
+}  // namespace cake::ops

@@ -1,0 +1,184 @@
+// rmsnorm ops: training forward (optional residual) and backward (dx, deterministic dw).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "error.hpp"
+#include "rmsnorm_ops.hpp"
+#include "ops_common.hpp"
+
+namespace cake::ops {
+namespace {
+
+// A [T, H] bf16 matrix with contiguous rows: stride(1) == 1, stride(0) >= H and a multiple
+// of 8 elements, so every row starts 16-byte aligned when the tensor does.
+void require_rows(const TensorView& t, int64_t rows, int64_t h) {
+  require_dtype(t, {DType::bf16});
+  if (t.shape.size() != 2) throw ArgumentError(t.name, "must be 2-D [T, H], got " + std::to_string(t.shape.size()) + "-D");
+  if (t.shape[0] != rows || t.shape[1] != h)
+    throw ArgumentError(t.name, "shape [" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1]) +
+                                    "] differs from [" + std::to_string(rows) + ", " + std::to_string(h) + "]");
+  if (rows > 1 || h > 1) {
+    if (h > 1 && t.strides[1] != 1) throw ArgumentError(t.name, "rows must be contiguous (stride(1) == 1)");
+    if (rows > 1 && (t.strides[0] < h || t.strides[0] % 8 != 0))
+      throw ArgumentError(t.name, "row stride " + std::to_string(t.strides[0]) + " must be >= H and a multiple of 8");
+  }
+}
+
+int64_t row_stride(const TensorView& t) { return t.shape[0] > 1 ? t.strides[0] : t.shape[1]; }
+
+void require_vector(const TensorView& t, int64_t n, std::initializer_list<DType> dtypes) {
+  require_dtype(t, dtypes);
+  if (t.shape.size() != 1 || t.shape[0] != n)
+    throw ArgumentError(t.name, "must be 1-D of " + std::to_string(n) + " elements");
+  require_contiguous(t);
+}
+
+int blocks_for(int64_t work, int threads, int sm_count) {
+  int64_t resident = int64_t(sm_count) * std::max(1, 2048 / threads);
+  return int(std::clamp<int64_t>(work, 1, resident));
+}
+
+const nlohmann::json& kernel_params(const PlannedStage& s) {
+  return s.program->params.at("kernels").at(size_t(s.kernel));
+}
+
+}  // namespace
+
+Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rstd_t, const DLTensor* h_out_t,
+                           const DLTensor& x_t, const DLTensor* residual_t, const DLTensor& w_t, float eps,
+                           const OpOptions& opt) {
+  check_options(opt);
+  TensorView x = view(x_t, "x"), y = view(y_t, "y"), rstd = view(rstd_t, "rstd"), w = view(w_t, "w");
+  if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
+  const int64_t T = x.shape[0], H = x.shape[1];
+  if (H < 8 || H % 8 != 0) throw ArgumentError("x", "H = " + std::to_string(H) + " must be a positive multiple of 8");
+  if (H > (int64_t(1) << 20)) throw ArgumentError("x", "H = " + std::to_string(H) + " is larger than cake supports (2^20)");
+  if (!(eps > 0.0f) || !std::isfinite(eps)) throw ArgumentError("eps", "must be a finite number > 0");
+  if ((residual_t == nullptr) != (h_out_t == nullptr))
+    throw ArgumentError(residual_t ? "h_out" : "residual", "residual and h_out come together (h = x + residual is written to h_out)");
+  require_rows(x, T, H);
+  require_rows(y, T, H);
+  require_vector(rstd, T, {DType::f32});
+  require_vector(w, H, {DType::bf16, DType::f32});
+  std::optional<TensorView> res, hout;
+  if (residual_t) {
+    res = view(*residual_t, "residual");
+    hout = view(*h_out_t, "h_out");
+    require_rows(*res, T, H);
+    require_rows(*hout, T, H);
+  }
+  for (const TensorView* t : {&y, &rstd, &w}) require_same_device(x, *t);
+  if (res) require_same_device(x, *res), require_same_device(x, *hout);
+  // Outputs may be an input exactly (in place); any other overlap is rejected.
+  require_no_overlap(y, x, true);
+  require_no_overlap(y, w);
+  require_no_overlap(rstd, x);
+  require_no_overlap(rstd, w);
+  require_no_overlap(rstd, y);
+  if (res) {
+    require_no_overlap(y, *res, true);
+    require_no_overlap(*hout, x, true);
+    require_no_overlap(*hout, *res, true);
+    require_no_overlap(*hout, w);
+    require_no_overlap(rstd, *res);
+    require_no_overlap(rstd, *hout);
+    require_no_overlap(y, *hout);
+  }
+  DeviceContext dc = rt.context_for(x.device);
+  check_memory(dc, {&x, &y, &rstd, &w, res ? &*res : nullptr, hout ? &*hout : nullptr});
+  if (T == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
+
+  Problem p;
+  p.op = "rmsnorm.fwd";
+  p.dims = {{"t", T}, {"h", H}, {"residual", res ? 1 : 0}};
+  p.deterministic = opt.deterministic;
+  p.candidate = opt.candidate;
+  for (const TensorView* t : {&x, &y, &rstd, &w}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
+  if (res)
+    for (const TensorView* t : {&*res, &*hout}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
+  ArgMap args = {{"x", x.data}, {"y", y.data}, {"rstd", rstd.data}, {"w", w.data},
+                 {"residual", res ? res->data : 0}, {"h_out", hout ? hout->data : 0}};
+  const int64_t xs = row_stride(x), ys = row_stride(y), rs = res ? row_stride(*res) : 0,
+                hs = hout ? row_stride(*hout) : 0;
+  const int sms = grid_sms(dc, opt), all_sms = dc.info->sm_count;
+  Binder bind = [=](const Plan&, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
+    const auto& params = s.program->params;
+    const int threads = params.at("threads").get<int>();
+    const int rows_per_block = params.at("rows_per_block").get<int>();
+    for (const char* name : {"y", "rstd", "h_out", "x", "residual", "w"})
+      ls.args.add(reinterpret_cast<void*>(a.at(name)));
+    ls.args.add(static_cast<long long>(T));
+    ls.args.add(static_cast<int>(H));
+    for (int64_t stride : {xs, rs, ys, hs}) ls.args.add(static_cast<long long>(stride));
+    ls.args.add(eps);
+    // One block per row group: the block scheduler overlaps one block's loads with another's
+    // reduction and stores (5-14 % faster than a resident-size grid-stride grid on the H200,
+    // H 1024-8192, docs/decisions.md). When max_sms caps the SMs, the grid-stride form keeps the
+    // grid to their resident blocks; the bits are the same either way.
+    const int64_t groups = (T + rows_per_block - 1) / rows_per_block;
+    ls.grid[0] = unsigned(sms < all_sms ? blocks_for(groups, threads, sms)
+                                        : std::min<int64_t>(groups, std::numeric_limits<int32_t>::max()));
+    ls.block[0] = unsigned(threads);
+  };
+  return prepare_planned(rt, dc, p, args, bind);
+}
+
+Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw_t, const DLTensor& dy_t,
+                           const DLTensor& x_t, const DLTensor& rstd_t, const DLTensor& w_t, const OpOptions& opt) {
+  check_options(opt);
+  TensorView dx = view(dx_t, "dx"), dw = view(dw_t, "dw"), dy = view(dy_t, "dy"), x = view(x_t, "x"),
+             rstd = view(rstd_t, "rstd"), w = view(w_t, "w");
+  if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
+  const int64_t T = x.shape[0], H = x.shape[1];
+  if (H < 8 || H % 8 != 0) throw ArgumentError("x", "H = " + std::to_string(H) + " must be a positive multiple of 8");
+  if (H > (int64_t(1) << 20)) throw ArgumentError("x", "H = " + std::to_string(H) + " is larger than cake supports (2^20)");
+  require_rows(x, T, H);
+  require_rows(dy, T, H);
+  require_rows(dx, T, H);
+  require_vector(rstd, T, {DType::f32});
+  require_vector(w, H, {DType::bf16, DType::f32});
+  require_vector(dw, H, {w.dtype});
+  for (const TensorView* t : {&dx, &dw, &dy, &rstd, &w}) require_same_device(x, *t);
+  require_no_overlap(dx, dy, true);
+  require_no_overlap(dx, x, true);
+  for (const TensorView* in : {&rstd, &w}) require_no_overlap(dx, *in);
+  for (const TensorView* in : {&dy, &x, &rstd, &w, &dx}) require_no_overlap(dw, *in);
+  DeviceContext dc = rt.context_for(x.device);
+  check_memory(dc, {&dx, &dw, &dy, &x, &rstd, &w});
+  if (T == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());  // a no-op: nothing is written
+  Problem p;
+  p.op = "rmsnorm.bwd";
+  p.dims = {{"t", T}, {"h", H}};
+  p.deterministic = opt.deterministic;
+  p.candidate = opt.candidate;
+  for (const TensorView* t : {&dx, &dw, &dy, &x, &rstd, &w}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
+  ArgMap args = {{"dx", dx.data}, {"dw", dw.data}, {"dy", dy.data}, {"x", x.data}, {"rstd", rstd.data}, {"w", w.data}};
+  const int64_t dys = row_stride(dy), xs = row_stride(x), dxs = row_stride(dx);
+  const int sms = grid_sms(dc, opt);
+  Binder bind = [=](const Plan& plan, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
+    const auto& params = s.program->params;
+    const int threads = params.at("threads").get<int>();
+    if (params.at("op") == "bwd") {
+      const int64_t chunk = kernel_params(s).at("chunk_rows").get<int64_t>();
+      for (const char* name : {"dx", "scratch", "dy", "x", "rstd", "w"}) ls.args.add(reinterpret_cast<void*>(a.at(name)));
+      ls.args.add(static_cast<long long>(T));
+      ls.args.add(static_cast<int>(H));
+      for (int64_t stride : {dys, xs, dxs}) ls.args.add(static_cast<long long>(stride));
+      ls.grid[0] = unsigned(blocks_for((T + chunk - 1) / chunk, threads, sms));
+    } else {  // dw_finalize over the partial rows the bwd stage wrote
+      // One partial row per chunk of the bwd stage's kernel.
+      const int64_t chunk = kernel_params(plan.stages.at(0)).at("chunk_rows").get<int64_t>();
+      ls.args.add(reinterpret_cast<void*>(a.at("dw")));
+      ls.args.add(reinterpret_cast<void*>(a.at("scratch")));
+      ls.args.add(static_cast<long long>((T + chunk - 1) / chunk));
+      ls.args.add(static_cast<int>(H));
+      // Eight columns a block (the kernel's kCols), grid-stride: any grid gives the same bits.
+      ls.grid[0] = unsigned(std::min<int64_t>((H + 7) / 8, int64_t(sms) * 8));
+    }
+    ls.block[0] = unsigned(threads);
+  };
+  return prepare_planned(rt, dc, p, args, bind);
+}
+
+}  // namespace cake::ops
