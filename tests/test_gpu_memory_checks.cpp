@@ -145,7 +145,7 @@ TEST_F(MemoryCheckTest, AReservedRangeMappedInPartIsCheckedToItsLastByte) {
   Labelled b1(b.dl().data, kF32, {n}), o1(out.dl().data, kF32, {n});
   EXPECT_NO_THROW(ops::prepare_add(*rt_, o1.dl, inside.dl, b1.dl));
   test::expect_argument_error([&] { ops::prepare_add(*rt_, out.dl(), across.dl, b.dl()); }, "a",
-                              "extends past its allocation (its last byte: an address range with no memory mapped");
+                              "extends past its allocation (its last byte:");
   CAKE_CU(cuMemUnmap(base, gran));
   CAKE_CU(cuMemRelease(h));
   CAKE_CU(cuMemAddressFree(base, 4 * gran));
