@@ -1,21 +1,34 @@
-"""cake_ctypes from outside the build: libcake.so loaded by a relative path still finds the
-compile worker beside it; tensors it cannot describe are refused before any call (with torch).
+"""cake_ctypes from outside the build: a copy of libcake.so and its compile worker in a folder
+of their own, loaded by a path relative to another folder, still names the worker beside it
+after the script changes folder; tensors cake_ctypes cannot describe are refused before any
+call (with torch).
 
-    python3 ctypes_trust_check.py RELATIVE_LIBCAKE EXPECTED_WORKER TOOLS_DIR
+    python3 ctypes_trust_check.py LIBCAKE WORKER TOOLS_DIR
 """
 import os
+import shutil
 import sys
+import tempfile
 
 
 def main():
-    lib, expected, tools = sys.argv[1:4]
+    lib, worker, tools = sys.argv[1:4]
     sys.path.insert(0, tools)
     import cake_ctypes
 
-    rt = cake_ctypes.CakeRuntime(lib)
+    root = tempfile.mkdtemp(prefix="cake-ctypes-")
+    os.makedirs(os.path.join(root, "lib"))
+    os.makedirs(os.path.join(root, "work"))
+    shutil.copy2(lib, os.path.join(root, "lib", "libcake.so"))
+    expected = os.path.join(root, "lib", "cake_compile_worker")
+    shutil.copy2(worker, expected)
+    os.chdir(os.path.join(root, "work"))
+    rt = cake_ctypes.CakeRuntime("../lib/libcake.so")
     os.chdir("/")
     got = rt.compile_worker()
-    if got != expected:
+    same = bool(got) and os.path.samefile(got, expected)
+    shutil.rmtree(root)
+    if not same:
         print(f"FAIL: worker '{got}', expected '{expected}'")
         return 1
     print(f"worker: {got}")
@@ -43,9 +56,10 @@ def main():
             if "x: dtype torch.uint8 is not one cake takes" not in str(e):
                 print(f"FAIL: {e}")
                 return 1
-        d = cake_ctypes.dltensor(torch.zeros(4, device="cuda"), "x")
-        if d.device.device_id != torch.cuda.current_device():
-            print("FAIL: device id")
+        t = torch.zeros(4, device="cuda")
+        d = cake_ctypes.dltensor(t, "x")
+        if d.device.device_type != cake_ctypes.kDLCUDA or d.device.device_id != t.device.index:
+            print("FAIL: the DLTensor's device is not the tensor's")
             return 1
     print("tensor checks passed")
     return 0

@@ -1,30 +1,45 @@
-// Loads libcake.so by the relative path it is given, as a host program might, then changes
-// folder and asks which compile worker the library would use: the one beside the library,
-// however it was loaded. Exit 0 when it is `expected`, 1 otherwise (with both printed).
+// Loads libcake.so the way a host program outside the build tree might: a copy of the library
+// and its compile worker in a folder of their own, opened by a path relative to another
+// folder, after which the program changes folder. The library must still name the worker
+// beside it. Exit 0 when it does, 1 otherwise (with what it named).
+//   dlopen_worker_check LIBCAKE WORKER
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
+
+namespace fs = std::filesystem;
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s RELATIVE_LIBCAKE EXPECTED_WORKER\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LIBCAKE WORKER\n", argv[0]);
     return 2;
   }
-  void* lib = ::dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    std::fprintf(stderr, "dlopen %s: %s\n", argv[1], ::dlerror());
-    return 1;
+  char tmpl[] = "/tmp/cake-dlopen-XXXXXX";
+  if (!::mkdtemp(tmpl)) return 1;
+  const fs::path root = tmpl, lib = root / "lib", work = root / "work";
+  fs::create_directories(lib);
+  fs::create_directories(work);
+  fs::copy_file(argv[1], lib / "libcake.so");
+  fs::copy_file(argv[2], lib / "cake_compile_worker");
+  int rc = 1;
+  if (::chdir(work.c_str()) == 0) {
+    void* handle = ::dlopen("../lib/libcake.so", RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      std::fprintf(stderr, "dlopen ../lib/libcake.so: %s\n", ::dlerror());
+    } else if (::chdir("/") == 0) {  // the relative path no longer leads anywhere
+      using WorkerPath = const char* (*)();
+      auto worker = reinterpret_cast<WorkerPath>(::dlsym(handle, "cake_compile_worker_path"));
+      const std::string got = worker ? worker() : "(no cake_compile_worker_path)";
+      std::error_code ec;
+      const bool same = fs::equivalent(got, lib / "cake_compile_worker", ec);
+      std::printf("worker: '%s'\nexpected: '%s'\n", got.c_str(), (lib / "cake_compile_worker").c_str());
+      rc = same ? 0 : 1;
+    }
   }
-  if (::chdir("/") != 0) return 1;  // the library's path was relative to the old folder
-  using WorkerPath = const char* (*)();
-  auto worker = reinterpret_cast<WorkerPath>(::dlsym(lib, "cake_compile_worker_path"));
-  if (!worker) {
-    std::fprintf(stderr, "no cake_compile_worker_path in %s\n", argv[1]);
-    return 1;
-  }
-  const std::string got = worker();
-  std::printf("worker: '%s'\nexpected: '%s'\n", got.c_str(), argv[2]);
-  return got == argv[2] ? 0 : 1;
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  return rc;
 }

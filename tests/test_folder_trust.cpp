@@ -20,6 +20,7 @@ constexpr gid_t kOtherGid = 65534;  // nogroup
 // A fake home under the test's temp folder (which sits in a sticky /tmp): folders made with
 // the given modes, outermost first.
 struct FakeHome {
+  FakeHome() { fs::permissions(tmp.path(), fs::perms::owner_all); }  // whatever the umask
   test::TempDir tmp;
   fs::path make(const std::string& rel, mode_t mode) const {
     fs::path p = tmp.path() / rel;
@@ -64,13 +65,30 @@ TEST(FolderTrust, FolderAboveWritableByOthersWithoutStickyBitIsNamed) {
   EXPECT_TRUE(check_folder_trust(cache).safe) << check_folder_trust(cache).text();
 }
 
-TEST(FolderTrust, WalkStopsAtAnOwnerOnlyFolder) {
+TEST(FolderTrust, AnOwnerOnlyFolderDoesNotEndTheWalk) {
   FakeHome h;
-  h.make("open", 0777);
-  h.make("open/home", 0700);  // others cannot reach below it
-  EXPECT_TRUE(check_folder_trust(h.make("open/home/cache", 0755)).safe);
-  // The folder itself is always judged, owner-only or not.
+  fs::path open = h.make("open", 0777);
+  h.make("open/home", 0700);  // whoever can write open/ can swap home/ for a folder of theirs
+  FolderTrust t = check_folder_trust(h.make("open/home/cache", 0755));
+  EXPECT_FALSE(t.safe);
+  EXPECT_EQ(t.folder, open.string());
+  // The folder itself is always judged.
+  ::chmod(open.c_str(), 01777);
+  EXPECT_TRUE(check_folder_trust(open / "home/cache").safe);
   EXPECT_FALSE(check_folder_trust(h.make("open/home/bad", 0757)).safe);
+}
+
+TEST(FolderTrust, DotDotAfterASymlinkIsJudgedWhereTheKernelGoes) {
+  FakeHome h;
+  fs::path mine = h.make("mine", 0755), open = h.make("open", 0777);
+  h.make("open/x", 0755);
+  fs::path c = h.make("open/c", 0700);
+  fs::create_directory_symlink(open / "x", mine / "lnk");
+  h.make("mine/c", 0700);  // what folding "lnk/.." lexically would wrongly check
+  FolderTrust t = check_folder_trust(mine / "lnk/../c");  // the kernel opens open/c
+  EXPECT_FALSE(t.safe);
+  EXPECT_EQ(t.folder, open.string());
+  (void)c;
 }
 
 TEST(FolderTrust, FolderNotYetCreatedIsJudgedWhereItWouldBe) {
@@ -113,6 +131,14 @@ TEST(FolderTrust, OtherOwnersAndGroupsNeedRoot) {
   t = check_folder_trust(grp);
   EXPECT_FALSE(t.safe);
   EXPECT_EQ(t.why, "writable by its group");
+  // A symlink someone else owns: they can point it anywhere later, sticky folder or not.
+  fs::path sticky = h.make("sticky", 01777), mine = h.make("mine", 0700);
+  fs::create_directory_symlink(mine, sticky / "link");
+  ASSERT_EQ(::lchown((sticky / "link").c_str(), kOtherUid, kOtherGid), 0);
+  t = check_folder_trust(sticky / "link");
+  EXPECT_FALSE(t.safe);
+  EXPECT_EQ(t.folder, (sticky / "link").string());
+  EXPECT_EQ(t.why, "a symlink owned by uid 65534, not by this user or root");
   // A file, likewise.
   fs::path f = h.tmp.write("home/manifest.json", "{}");
   ASSERT_EQ(::chown(f.c_str(), kOtherUid, kOtherGid), 0);
@@ -142,6 +168,12 @@ TEST(FolderTrust, DiskCacheInAnUnsafeFolderIsNeitherReadNorWritten) {
   EXPECT_FALSE(cache.get(key));
   ::chmod(v1.c_str(), 0700);
   EXPECT_TRUE(cache.get(key));
+  // And an entry's folder, which the whole-cache check (cakec doctor) finds too.
+  fs::path shard = cache.entry_path(key).parent_path();
+  ::chmod(shard.c_str(), 0777);
+  EXPECT_FALSE(cache.get(key));
+  EXPECT_EQ(cache.trust().folder, shard.string());
+  ::chmod(shard.c_str(), 0700);
 }
 
 // The aot fixture of test_availability: p1@sm_90a in a manifest.
@@ -163,6 +195,9 @@ fs::path write_aot(const test::TempDir& dir) {
 
 TEST(FolderTrust, AotFolderOrManifestOthersCanWriteIsNotRead) {
   test::TempDir dir;
+  fs::permissions(dir.path(), fs::perms::owner_all);
+  // A folder that is not there is an empty manifest, not a refused one.
+  EXPECT_TRUE(AotManifest::read(dir.path() / "nothing").refused().empty());
   fs::path aot = write_aot(dir);
   EXPECT_EQ(AotManifest::read(aot).entries().size(), 1u);
   EXPECT_TRUE(AotManifest::read(aot).refused().empty());
@@ -177,6 +212,7 @@ TEST(FolderTrust, AotFolderOrManifestOthersCanWriteIsNotRead) {
 
 TEST(FolderTrust, RefusedAotIsTheReasonWhenNothingElseServes) {
   test::TempDir dir;
+  fs::permissions(dir.path(), fs::perms::owner_all);
   fs::path aot = write_aot(dir);
   ::chmod(aot.c_str(), 0777);
   const AotManifest m = AotManifest::read(aot);
@@ -211,6 +247,13 @@ TEST(FolderTrust, DoctorNamesTheUnsafeFolder) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("unsafe: cache"), std::string::npos) << r.out;
+  // An entry folder of the cache another user can write.
+  fs::path mine = h.make("cache2", 0700);
+  fs::path shard = h.make("cache2/v1/ab", 0777);
+  ::chmod((mine / "v1").c_str(), 0700);
+  r = test::run("CAKE_CACHE_DIR=" + mine.string() + " " + kCakec + " doctor --strict --arch sm_90a");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(shard.string() + " is writable by others"), std::string::npos) << r.out;
 }
 
 TEST(FolderTrust, DoctorNamesTheCompileWorker) {

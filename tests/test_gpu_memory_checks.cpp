@@ -119,6 +119,83 @@ TEST_F(MemoryCheckTest, ManagedAndMappedPinnedMemoryAreServed) {
   CAKE_CU(cuMemFreeHost(pinned));
 }
 
+// A reserved address range mapped only in its first part (cuMemAddressReserve + cuMemMap, as
+// torch's expandable segments grow): a tensor inside the mapped part is served, one that runs
+// into the unmapped part is refused.
+TEST_F(MemoryCheckTest, AReservedRangeMappedInPartIsCheckedToItsLastByte) {
+  const DriverApi& api = Driver::instance().api();
+  if (!api.cuMemAddressReserve || !api.cuMemCreate || !api.cuMemMap || !api.cuMemSetAccess)
+    GTEST_SKIP() << "the driver lacks the virtual memory management calls";
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  size_t gran = 0;
+  CAKE_CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  CUdeviceptr base = 0;
+  CAKE_CU(cuMemAddressReserve(&base, 4 * gran, 0, 0, 0));
+  CUmemGenericAllocationHandle h;
+  CAKE_CU(cuMemCreate(&h, gran, &prop, 0));
+  CAKE_CU(cuMemMap(base, gran, 0, h, 0));
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CAKE_CU(cuMemSetAccess(base, gran, &access, 1));
+  const int64_t n = int64_t(gran / 4);
+  GpuTensor b(DType::f32, 2 * n), out(DType::f32, 2 * n);
+  Labelled inside(reinterpret_cast<void*>(base), kF32, {n}), across(reinterpret_cast<void*>(base), kF32, {2 * n});
+  Labelled b1(b.dl().data, kF32, {n}), o1(out.dl().data, kF32, {n});
+  EXPECT_NO_THROW(ops::prepare_add(*rt_, o1.dl, inside.dl, b1.dl));
+  test::expect_argument_error([&] { ops::prepare_add(*rt_, out.dl(), across.dl, b.dl()); }, "a",
+                              "extends past its allocation (its last byte:");
+  CAKE_CU(cuMemUnmap(base, gran));
+  CAKE_CU(cuMemRelease(h));
+  CAKE_CU(cuMemAddressFree(base, 4 * gran));
+}
+
+// Stream-ordered allocations: one made before is checked as any device memory; one a stream
+// capture makes (a graph's memory node) has no memory until the graph runs, and a one-call op
+// in that capture is let through and computes the right values when the graph runs. (The
+// first launch loads the program, so the capture itself loads nothing.)
+TEST_F(MemoryCheckTest, StreamOrderedAllocationsAndAGraphsOwnMemory) {
+  const int64_t n = 1 << 16;
+  const size_t bytes = size_t(n) * 4;
+  CUstream s;
+  CAKE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr pooled = 0;
+  CAKE_CU(cuMemAllocAsync(&pooled, bytes, s));
+  CAKE_CU(cuMemsetD32Async(pooled, test::f32_bits(2.0f), size_t(n), s));
+  CAKE_CU(cuStreamSynchronize(s));
+  GpuTensor b(DType::f32, n), out(DType::f32, n);
+  b.upload(std::vector<float>(size_t(n), 0.25f));
+  Labelled a(reinterpret_cast<void*>(pooled), kF32, {n});
+  out.poison();
+  ops::prepare_add(*rt_, out.dl(), a.dl, b.dl()).launch(s);
+  CAKE_CU(cuStreamSynchronize(s));
+  for (float v : out.download<float>()) ASSERT_EQ(v, 2.25f);
+
+  out.poison();
+  CAKE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr in_graph = 0;
+  CAKE_CU(cuMemAllocAsync(&in_graph, bytes, s));
+  CAKE_CU(cuMemsetD32Async(in_graph, test::f32_bits(1.5f), size_t(n), s));
+  Labelled g(reinterpret_cast<void*>(in_graph), kF32, {n});
+  ops::add(*rt_, out.dl(), g.dl, b.dl(), s);
+  CAKE_CU(cuMemFreeAsync(in_graph, s));
+  CUgraph graph;
+  CAKE_CU(cuStreamEndCapture(s, &graph));
+  CUgraphExec exec;
+  CAKE_CU(cuGraphInstantiateWithFlags(&exec, graph, 0));
+  CAKE_CU(cuGraphLaunch(exec, s));
+  CAKE_CU(cuStreamSynchronize(s));
+  for (float v : out.download<float>()) ASSERT_EQ(v, 1.75f);
+  CAKE_CU(cuGraphExecDestroy(exec));
+  CAKE_CU(cuGraphDestroy(graph));
+  CAKE_CU(cuMemFreeAsync(pooled, s));
+  CAKE_CU(cuStreamSynchronize(s));
+  CAKE_CU(cuStreamDestroy(s));
+}
+
 TEST_F(MemoryCheckTest, AnotherDevicesMemoryIsRefused) {
   if (Driver::instance().device_count() < 2) GTEST_SKIP() << "needs two GPUs";
   CUdevice dev1;

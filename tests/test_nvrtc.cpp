@@ -224,13 +224,19 @@ TEST(CompileWorker, RequiredIsolationRefusesToCompileInProcess) {
   std::filesystem::create_directories(lonely.parent_path());
   std::filesystem::copy_file(CAKEC_PATH, lonely);
   const std::string build = " build --arch sm_90a --filter '^ew_add_f32_v1$' --out " + (dir.path() / "aot").string();
-  auto r = test::run("CAKE_COMPILE_ISOLATION=required " + lonely.string() + build);
+  const std::string env = "env -u CAKE_COMPILE_WORKER ";
+  auto r = test::run(env + "CAKE_COMPILE_ISOLATION=required " + lonely.string() + build);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("cake_compile_worker not found next to " + lonely.string()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not compiling in process"), std::string::npos) << r.out;
-  r = test::run("CAKE_COMPILE_ISOLATION=required " + lonely.string() + " doctor");
+  r = test::run(env + "CAKE_COMPILE_ISOLATION=required " + lonely.string() + " doctor");
   EXPECT_NE(r.out.find("NOT FOUND beside " + lonely.string() + ": compiles fail"), std::string::npos) << r.out;
-  r = test::run(lonely.string() + build);
+  // A CAKE_COMPILE_WORKER that is not an executable file is no worker either.
+  r = test::run("CAKE_COMPILE_WORKER=" + (dir.path() / "nope").string() + " CAKE_COMPILE_ISOLATION=required " +
+                lonely.string() + build);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is not an executable file"), std::string::npos) << r.out;
+  r = test::run(env + lonely.string() + build);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("compiling in process"), std::string::npos) << r.out;
 }

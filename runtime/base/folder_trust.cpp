@@ -31,30 +31,36 @@ bool group_can_write(const struct stat& st) { return (st.st_mode & S_IWGRP) && !
 
 FolderTrust unsafe(const fs::path& p, std::string why) { return {false, p.string(), std::move(why)}; }
 
+std::string owner_text(const struct stat& st) {
+  return "owned by uid " + std::to_string(st.st_uid) + ", not by this user or root";
+}
+
 // The folder or file itself: a trusted owner and no write bit for group or others.
 FolderTrust judge_self(const fs::path& p, const struct stat& st) {
-  if (!trusted_owner(st)) return unsafe(p, "owned by uid " + std::to_string(st.st_uid) + ", not by this user or root");
+  if (!trusted_owner(st)) return unsafe(p, owner_text(st));
   if (st.st_mode & S_IWOTH) return unsafe(p, "writable by others");
   if (group_can_write(st)) return unsafe(p, "writable by its group");
   return {};
 }
 
-// From `start` up: the folder itself (when it exists), then each folder above until one that
-// is owner-only or sticky, or the root.
+// From `p` up to the root: the folder itself (when it exists), then each folder above it,
+// until a sticky one (nobody else can rename what is ours in it). An owner-only folder does
+// not end the walk: whoever can write the folder above it can swap it for one of their own.
+// A symlink on the way must be ours or root's, since its owner can point it elsewhere.
 FolderTrust walk(fs::path p) {
   bool self = true;
   for (;;) {
     struct stat st {};
+    if (::lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && !trusted_owner(st))
+      return unsafe(p, "a symlink " + owner_text(st));
     if (::stat(p.c_str(), &st) == 0) {
       if (self) {
         if (FolderTrust t = judge_self(p, st); !t.safe) return t;
       } else {
-        if (!trusted_owner(st))
-          return unsafe(p, "owned by uid " + std::to_string(st.st_uid) + ", not by this user or root");
-        if (st.st_mode & S_ISVTX) return {};  // sticky: others cannot rename what is ours in it
+        if (!trusted_owner(st)) return unsafe(p, owner_text(st));
+        if (st.st_mode & S_ISVTX) return {};
         if (st.st_mode & S_IWOTH) return unsafe(p, "writable by others (no sticky bit)");
         if (group_can_write(st)) return unsafe(p, "writable by its group (no sticky bit)");
-        if ((st.st_mode & 077) == 0) return {};  // owner-only: others cannot reach below it
       }
     }
     // A folder that does not exist yet would be created in the nearest one that does.
@@ -69,7 +75,9 @@ FolderTrust walk(fs::path p) {
 
 FolderTrust check_folder_trust(const fs::path& dir) {
   std::error_code ec;
-  fs::path written = fs::absolute(dir, ec).lexically_normal();
+  // As written (no lexical ".." folding: after a symlink the kernel resolves ".." in the
+  // link's target, and so does stat on each prefix), then with every link resolved.
+  fs::path written = fs::absolute(dir, ec);
   if (ec) return unsafe(dir, "not resolvable: " + ec.message());
   if (!written.has_filename() && written.has_parent_path() && written != written.root_path())
     written = written.parent_path();  // "a/b/" -> "a/b"

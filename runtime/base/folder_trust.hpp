@@ -16,7 +16,7 @@ struct FolderTrust {
   std::string text() const { return safe ? "safe" : folder + " is " + why; }
 };
 
-// `dir` and the folders above it. Checked both as written (a folder holding a symlink on the
+// `dir` and the folders above it, checked both as written (a folder holding a symlink on the
 // way counts) and with symlinks resolved. A folder that does not exist yet is judged by the
 // nearest existing one above it, where it would be created.
 FolderTrust check_folder_trust(const std::filesystem::path& dir);

@@ -30,7 +30,10 @@ namespace cake {
 
 // Entry points a driver may lack without making it unusable: null when absent, and the
 // code that needs one says so. cuTensorMapEncodeTiled (TMA descriptors) came with 12.0.
-#define CAKE_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuTensorMapEncodeTiled)
+// The virtual memory management calls serve the tests of memory mapped in parts.
+#define CAKE_DRIVER_OPTIONAL_FUNCTIONS(X)                                                   \
+  X(cuTensorMapEncodeTiled) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate)       \
+  X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
 
 struct DriverApi {
 #define CAKE_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;

@@ -86,10 +86,21 @@ std::vector<std::string> decode(const std::string& blob) {
 
 }  // namespace worker_protocol
 
+namespace {
+// An address inside this module: internal linkage, so that no other copy of cake in the
+// process (a static one beside libcake.so) can stand in for it.
+void module_anchor() {}
+
+bool executable_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+}  // namespace
+
 std::filesystem::path this_module_path() {
   // dladdr names the module as it was loaded, which may be relative to a working directory
   // that has changed since; /proc/self/maps names the file that holds this code, absolutely.
-  const auto self = reinterpret_cast<uintptr_t>(&this_module_path);
+  const auto self = reinterpret_cast<uintptr_t>(&module_anchor);
   if (auto maps = read_file("/proc/self/maps")) {
     size_t pos = 0;
     while (pos < maps->size()) {
@@ -109,14 +120,18 @@ std::filesystem::path this_module_path() {
     }
   }
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&this_module_path), &info) && info.dli_fname && info.dli_fname[0] == '/')
+  if (::dladdr(reinterpret_cast<void*>(&module_anchor), &info) && info.dli_fname && info.dli_fname[0] == '/')
     return info.dli_fname;
   std::error_code ec;
   return fs::read_symlink("/proc/self/exe", ec);
 }
 
 std::string find_compile_worker() {
-  if (auto p = env::compile_worker()) return *p;
+  if (auto p = env::compile_worker()) {
+    if (executable_file(*p)) return *p;
+    warn_once("bad-worker", "cake: CAKE_COMPILE_WORKER=" + *p + " is not an executable file; ignored");
+    return "";
+  }
   const fs::path module = this_module_path();
   if (module.empty()) return "";
   // Beside the module: libcake.so and the worker in one folder (build tree, install's
@@ -125,7 +140,7 @@ std::string find_compile_worker() {
   for (const fs::path& c : {dir / "cake_compile_worker", dir / "../libexec/cake_compile_worker",
                             dir / "../runtime/cake_compile_worker"}) {
     std::error_code ec;
-    if (fs::is_regular_file(c, ec) && ::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c, ec).string();
+    if (executable_file(c)) return fs::weakly_canonical(c, ec).string();
   }
   return "";
 }

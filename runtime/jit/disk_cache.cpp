@@ -64,8 +64,13 @@ FolderTrust DiskCache::trust(const fs::path& entry_dir) const {
   FolderTrust t = check_folder_trust(dir_);
   if (!t.safe) return t;
   const fs::path version = dir_ / ("v" + std::to_string(kCacheFormat));
-  if (t = check_own_folder(version); !t.safe || entry_dir.empty()) return t;
-  return check_own_folder(entry_dir);
+  if (t = check_own_folder(version); !t.safe) return t;
+  if (!entry_dir.empty()) return check_own_folder(entry_dir);
+  std::error_code ec;  // every entry folder, as `cakec doctor` asks
+  for (const auto& e : fs::directory_iterator(version, ec))
+    if (e.is_directory(ec))
+      if (t = check_own_folder(e.path()); !t.safe) return t;
+  return {};
 }
 
 bool DiskCache::usable(const fs::path& entry) const {

@@ -60,7 +60,8 @@ class DiskCache {
   std::filesystem::path entry_path(const std::string& key) const;
 
   // Whether the cache may be used: its root and the folders above it (folder_trust.hpp), its
-  // v1/ folder and, when given, an entry's folder. An unsafe cache is neither read nor written.
+  // v1/ folder and an entry's folder (without one: every entry folder). An unsafe cache is
+  // neither read nor written.
   FolderTrust trust(const std::filesystem::path& entry_dir = {}) const;
 
  private:

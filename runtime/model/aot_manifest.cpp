@@ -11,6 +11,8 @@ using nlohmann::json;
 
 AotManifest AotManifest::read(const std::filesystem::path& dir) {
   AotManifest m(dir);
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return m;  // nothing to read, nothing to refuse
   FolderTrust t = check_folder_trust(dir);
   if (t.safe) t = check_file_trust(dir / "manifest.json");
   if (!t.safe) {

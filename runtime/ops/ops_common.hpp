@@ -32,8 +32,10 @@ int64_t int_param_or_zero(const PlannedStage& s, const char* name);
 // reads an address its device cannot: device memory of the tensor's device, or managed or
 // mapped pinned host memory the device reaches at that address; the whole extent
 // [data, end) inside the allocation. An ArgumentError names the tensor otherwise. Empty
-// tensors are not checked (nothing is read or written through them).
-void check_memory(const DeviceContext& dc, std::initializer_list<const TensorView*> tensors);
+// tensors are not checked (nothing is read or written through them); nor, for a one-call op
+// on a capturing stream, an address CUDA does not know yet (a graph's own allocation).
+void check_memory(const DeviceContext& dc, std::initializer_list<const TensorView*> tensors,
+                  std::optional<CUstream> one_call_stream = {});
 
 // The options' own checks (an ArgumentError naming the option), before anything else.
 void check_options(const OpOptions& opt);

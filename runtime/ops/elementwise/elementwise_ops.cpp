@@ -72,7 +72,7 @@ Launch make_add(Runtime& rt, const DLTensor& out_t, const DLTensor& a_t, const D
   require_no_overlap(out, b, /*allow_exact_alias=*/true);
   int64_t n = out.numel();
   DeviceContext dc = rt.context_for(out.device);
-  check_memory(dc, {&out, &a, &b});
+  check_memory(dc, {&out, &a, &b}, one_call);
   if (n == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
   return prepare_planned(rt, dc, base_problem("elementwise.add", {&out, &a, &b}, n, opt),
                          {{"out", out.data}, {"a", a.data}, {"b", b.data}},
@@ -95,7 +95,7 @@ Launch make_cast(Runtime& rt, const DLTensor& out_t, const DLTensor& in_t, bool 
   require_no_overlap(out, in);
   int64_t n = out.numel();
   DeviceContext dc = rt.context_for(out.device);
-  check_memory(dc, {&out, &in});
+  check_memory(dc, {&out, &in}, one_call);
   if (n == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
   Problem p = base_problem("elementwise.cast", {&out, &in}, n, opt);
   p.accumulate = accumulate;
