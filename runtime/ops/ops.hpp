@@ -1,13 +1,17 @@
-// The public C++ ops API: prepare -> launch. A prepare validates every argument (an
-// ArgumentError naming it, before anything is launched or written), plans, loads the
-// kernels and allocates the scratch the plan needs; Launch::launch(stream) then only
-// enqueues. Each family's typed prepare functions are in its own header
-// (runtime/ops/<family>/<family>_ops.hpp).
+// The public C++ ops API: prepare -> launch, one entry point for every op of every family.
+// prepare() checks the tensors against the op's schema and every argument (an ArgumentError
+// naming it, before anything is launched or written), plans, loads the kernels and allocates
+// the scratch the plan needs; Launch::launch(stream) then only enqueues. run() does both on a
+// stream. Each family's typed wrappers and the semantics of its ops are in its own header
+// (runtime/ops/<family>/<family>_ops.hpp); docs/families.md lists them.
 #pragma once
 #include <cuda.h>
 #include <dlpack/dlpack.h>
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "launch.hpp"
 #include "runtime.hpp"
@@ -24,6 +28,22 @@ struct OpOptions {
   // kernels), leaving the rest of the GPU to concurrent work (communication kernels, say).
   // Results do not depend on it: every route's bits are the same for any grid.
   int max_sms = 0;
+  // For ops that accumulate (out += result); an ArgumentError for any other op.
+  bool accumulate = false;
+  // For ops that take an epsilon (rmsnorm.fwd needs one); an ArgumentError for any other op.
+  std::optional<float> eps;
 };
+
+// The tensors of a call by argument name, as the op's schema names them (`cakec plan` and
+// docs/families.md list them). An optional argument is left out, not given as null.
+using NamedTensors = std::vector<std::pair<std::string, const DLTensor*>>;
+
+// Validates, plans, loads and allocates: the Launch replays the call with no allocation, no
+// compile and no host synchronisation (capture it in a CUDA graph).
+Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt = {});
+
+// One call: prepare and launch on `stream`; scratch is allocated and freed in stream order.
+void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream,
+         const OpOptions& opt = {});
 
 }  // namespace cake::ops

@@ -82,7 +82,7 @@ bool capturing(std::optional<CUstream> stream) {
 
 }  // namespace
 
-void check_memory(const DeviceContext& dc, std::initializer_list<const TensorView*> tensors,
+void check_memory(const DeviceContext& dc, const std::vector<const TensorView*>& tensors,
                   std::optional<CUstream> one_call_stream) {
   ContextGuard guard(dc.ctx);
   const bool in_capture = capturing(one_call_stream);

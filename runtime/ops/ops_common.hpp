@@ -34,7 +34,7 @@ int64_t int_param_or_zero(const PlannedStage& s, const char* name);
 // [data, end) inside the allocation. An ArgumentError names the tensor otherwise. Empty
 // tensors are not checked (nothing is read or written through them); nor, for a one-call op
 // on a capturing stream, an address CUDA does not know yet (a graph's own allocation).
-void check_memory(const DeviceContext& dc, std::initializer_list<const TensorView*> tensors,
+void check_memory(const DeviceContext& dc, const std::vector<const TensorView*>& tensors,
                   std::optional<CUstream> one_call_stream = {});
 
 // The options' own checks (an ArgumentError naming the option), before anything else.

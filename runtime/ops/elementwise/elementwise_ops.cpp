@@ -1,9 +1,9 @@
-// elementwise ops: add and cast (with accumulate), on top of the registry's routes.
+// elementwise ops: add and cast (with accumulate), and the stage binder other families'
+// composed routes use for their elementwise second stage.
 #include <algorithm>
 
 #include "error.hpp"
-#include "elementwise_ops.hpp"
-#include "ops_common.hpp"
+#include "op_family.hpp"
 
 namespace cake::ops {
 namespace {
@@ -13,8 +13,9 @@ namespace {
 const std::map<std::string, std::vector<std::string>> kParams = {
     {"add", {"out", "a", "b"}}, {"cast", {"out", "in"}}, {"cast_accumulate", {"out", "in"}}};
 
-}  // namespace
-
+// A stage of an elementwise program over n elements. Kernel parameters are resolved through
+// the stage's bind map ("out" -> "scratch", ...), so the same binding serves other
+// families' composed routes.
 Binder elementwise_binder(int64_t n, int sm_count) {
   return [n, sm_count](const Plan&, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
     const auto& params = s.program->params;
@@ -35,8 +36,6 @@ Binder elementwise_binder(int64_t n, int sm_count) {
   };
 }
 
-namespace {
-
 Problem base_problem(const std::string& op, const std::vector<const TensorView*>& args, int64_t n,
                      const OpOptions& opt) {
   Problem p;
@@ -51,14 +50,8 @@ Problem base_problem(const std::string& op, const std::vector<const TensorView*>
   return p;
 }
 
-}  // namespace
-
-namespace {
-
-Launch make_add(Runtime& rt, const DLTensor& out_t, const DLTensor& a_t, const DLTensor& b_t,
-                const OpOptions& opt, std::optional<CUstream> one_call) {
-  check_options(opt);
-  TensorView out = view(out_t, "out"), a = view(a_t, "a"), b = view(b_t, "b");
+OpPlan check_add(const OpCall& call) {
+  const TensorView &out = call.at("out"), &a = call.at("a"), &b = call.at("b");
   require_dtype(out, {DType::f32, DType::bf16});
   for (const TensorView* t : {&a, &b}) {
     if (t->dtype != out.dtype)
@@ -70,22 +63,21 @@ Launch make_add(Runtime& rt, const DLTensor& out_t, const DLTensor& a_t, const D
   for (const TensorView* t : {&out, &a, &b}) require_contiguous(*t);
   require_no_overlap(out, a, /*allow_exact_alias=*/true);
   require_no_overlap(out, b, /*allow_exact_alias=*/true);
-  int64_t n = out.numel();
-  DeviceContext dc = rt.context_for(out.device);
-  check_memory(dc, {&out, &a, &b}, one_call);
-  if (n == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
-  return prepare_planned(rt, dc, base_problem("elementwise.add", {&out, &a, &b}, n, opt),
-                         {{"out", out.data}, {"a", a.data}, {"b", b.data}},
-                         elementwise_binder(n, grid_sms(dc, opt)), one_call);
+  const int64_t n = out.numel();
+  OpPlan p;
+  p.device = out.device;
+  p.noop = n == 0;
+  p.problem = base_problem("elementwise.add", {&out, &a, &b}, n, call.options);
+  p.args = {{"out", out.data}, {"a", a.data}, {"b", b.data}};
+  p.binder = [n, opt = call.options](Runtime&, const DeviceContext& dc) { return elementwise_binder(n, grid_sms(dc, opt)); };
+  return p;
 }
 
-Launch make_cast(Runtime& rt, const DLTensor& out_t, const DLTensor& in_t, bool accumulate,
-                 const OpOptions& opt, std::optional<CUstream> one_call) {
-  check_options(opt);
-  TensorView out = view(out_t, "out"), in = view(in_t, "in");
+OpPlan check_cast(const OpCall& call) {
+  const TensorView &out = call.at("out"), &in = call.at("in");
   require_dtype(out, {DType::f32, DType::bf16});
   require_dtype(in, {DType::f32, DType::bf16});
-  if (!accumulate && out.dtype == in.dtype)
+  if (!call.options.accumulate && out.dtype == in.dtype)
     throw ArgumentError("out", "a cast needs different dtypes (out and in are both " +
                                    std::string(dtype_name(out.dtype)) + ")");
   require_same_device(out, in);
@@ -93,36 +85,33 @@ Launch make_cast(Runtime& rt, const DLTensor& out_t, const DLTensor& in_t, bool 
   require_contiguous(out);
   require_contiguous(in);
   require_no_overlap(out, in);
-  int64_t n = out.numel();
-  DeviceContext dc = rt.context_for(out.device);
-  check_memory(dc, {&out, &in}, one_call);
-  if (n == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
-  Problem p = base_problem("elementwise.cast", {&out, &in}, n, opt);
-  p.accumulate = accumulate;
-  return prepare_planned(rt, dc, p, {{"out", out.data}, {"in", in.data}},
-                         elementwise_binder(n, grid_sms(dc, opt)), one_call);
+  const int64_t n = out.numel();
+  OpPlan p;
+  p.device = out.device;
+  p.noop = n == 0;
+  p.problem = base_problem("elementwise.cast", {&out, &in}, n, call.options);
+  p.problem.accumulate = call.options.accumulate;
+  p.args = {{"out", out.data}, {"in", in.data}};
+  p.binder = [n, opt = call.options](Runtime&, const DeviceContext& dc) { return elementwise_binder(n, grid_sms(dc, opt)); };
+  return p;
 }
 
 }  // namespace
 
-Launch prepare_add(Runtime& rt, const DLTensor& out, const DLTensor& a, const DLTensor& b,
-                   const OpOptions& opt) {
-  return make_add(rt, out, a, b, opt, std::nullopt);
-}
-
-Launch prepare_cast(Runtime& rt, const DLTensor& out, const DLTensor& in, bool accumulate,
-                    const OpOptions& opt) {
-  return make_cast(rt, out, in, accumulate, opt, std::nullopt);
-}
-
-void add(Runtime& rt, const DLTensor& out, const DLTensor& a, const DLTensor& b, CUstream stream,
-         const OpOptions& opt) {
-  make_add(rt, out, a, b, opt, stream).launch(stream);
-}
-
-void cast(Runtime& rt, const DLTensor& out, const DLTensor& in, bool accumulate, CUstream stream,
-          const OpOptions& opt) {
-  make_cast(rt, out, in, accumulate, opt, stream).launch(stream);
+const FamilyOps& op_family_elementwise() {
+  static const FamilyOps family{
+      "elementwise",
+      {{"elementwise.add",
+        {{"out", {DType::f32, DType::bf16}, true}, {"a", {DType::f32, DType::bf16}}, {"b", {DType::f32, DType::bf16}}},
+        false, false, check_add},
+       {"elementwise.cast",
+        {{"out", {DType::bf16, DType::f32}, true}, {"in", {DType::f32, DType::bf16}}},
+        true, false, check_cast}},
+      // The second half of other families' composed routes: out += scratch over their output.
+      [](const Plan& plan, const PlannedStage& s, const ArgMap& args, int64_t elements, int sms, LaunchStage& ls) {
+        elementwise_binder(elements, sms)(plan, s, args, ls);
+      }};
+  return family;
 }
 
 }  // namespace cake::ops

@@ -10,9 +10,7 @@
 
 #include "driver.hpp"
 #include "error.hpp"
-#include "elementwise_ops.hpp"
-#include "grouped_gemm_ops.hpp"
-#include "ops_common.hpp"
+#include "op_family.hpp"
 
 namespace cake::ops {
 namespace {
@@ -100,15 +98,15 @@ struct TensorSpec {
   const char* dims;  // e.g. "MK": [M, K]
   std::initializer_list<DType> dtypes;
 };
-struct OpSpec {
+struct GgSpec {
   TensorSpec out, a, b;
 };
-const OpSpec& spec(GgOp op) {
-  static const OpSpec fwd{{"y", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
-  static const OpSpec dgrad{{"dx", "MK", {DType::bf16}}, {"g", "MN", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
+const GgSpec& spec(GgOp op) {
+  static const GgSpec fwd{{"y", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
+  static const GgSpec dgrad{{"dx", "MK", {DType::bf16}}, {"g", "MN", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
   // Contiguity also rules out an expanded or self-overlapping dw, which accumulate would
   // read and write through several aliases.
-  static const OpSpec wgrad{{"dw", "ENK", {DType::bf16, DType::f32}}, {"g", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}};
+  static const GgSpec wgrad{{"dw", "ENK", {DType::bf16, DType::f32}}, {"g", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}};
   return op == GgOp::fwd ? fwd : op == GgOp::dgrad ? dgrad : wgrad;
 }
 
@@ -120,10 +118,10 @@ std::string dims_text(const char* dims) {
 
 // The dims come from the inputs (a, then b; E from offs when neither has it), each checked
 // where it is first seen; then every tensor's full shape, dtype, layout and alignment.
-Checked check(GgOp op, const DLTensor& out_t, const DLTensor& a_t, const DLTensor& b_t, const DLTensor& offs_t) {
-  const OpSpec& sp = spec(op);
+Checked check(GgOp op, const OpCall& call) {
+  const GgSpec& sp = spec(op);
   Checked c;
-  c.tensors = {view(out_t, sp.out.name), view(a_t, sp.a.name), view(b_t, sp.b.name), view(offs_t, "offs")};
+  c.tensors = {call.at(sp.out.name), call.at(sp.a.name), call.at(sp.b.name), call.at("offs")};
   const TensorView &out = c.tensors[0], &a = c.tensors[1], &b = c.tensors[2], &offs = c.tensors[3];
   std::map<char, int64_t> dim;
   auto discover = [&](const TensorView& t, const char* dims) {
@@ -197,11 +195,9 @@ int param_int(const PlannedStage& s, const char* name) { return s.program->param
 // split is planned for, so that a capped grid computes the same bits.
 Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count, int device_sms) {
   const uint64_t M = uint64_t(c.m), N = uint64_t(c.n), K = uint64_t(c.k), E = uint64_t(c.e);
-  const Binder add = elementwise_binder(c.e * c.n * c.k, sm_count);
   Runtime* rtp = &rt;
-  return [=](const Plan& plan, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
-    if (s.program->family == "elementwise") return add(plan, s, args, ls);  // composed: out += scratch
-    const OpSpec& names = spec(op);
+  return [=](const Plan&, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
+    const GgSpec& names = spec(op);
     const uintptr_t a = bound(s, args, "a", names.a.name), b = bound(s, args, "b", names.b.name),
                     out = bound(s, args, "out", names.out.name), offs = bound(s, args, "offs", "offs");
     const std::string kind = s.program->params.at("kind").get<std::string>();
@@ -277,41 +273,50 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count,
   };
 }
 
-Launch prepare(Runtime& rt, GgOp op, const char* op_name, const Checked& c, bool accumulate, const OpOptions& opt) {
+OpPlan make_plan(GgOp op, const char* op_name, const OpCall& call) {
+  const Checked c = check(op, call);
+  const OpOptions& opt = call.options;
   const TensorView& out = c.tensors[0];
-  DeviceContext dc = rt.context_for(out.device);
-  check_memory(dc, {&c.tensors[0], &c.tensors[1], &c.tensors[2], &c.tensors[3]});
+  OpPlan p;
+  p.device = out.device;
   if (c.m == 0) {
     // No rows: fwd and dgrad have nothing to write; every wgrad group is empty, so dw is zeros
     // (or, accumulating, unchanged). A zero fill needs no kernel and no plan.
-    if (op != GgOp::wgrad || accumulate) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
-    return Launch::zero_fill(dc.ctx, out.data, size_t(out.numel()) * size_t(dtype_size(out.dtype)),
-                             "M = 0: every group is empty, dw is zeros");
+    p.noop = op != GgOp::wgrad || opt.accumulate;
+    if (!p.noop) {
+      p.zero_fill = out.data;
+      p.zero_fill_bytes = size_t(out.numel()) * size_t(dtype_size(out.dtype));
+      p.why = "M = 0: every group is empty, dw is zeros";
+    }
+    return p;
   }
-  ArgMap args;
-  for (const auto& t : c.tensors) args[t.name] = t.data;
-  return prepare_planned(rt, dc, make_problem(op_name, c, accumulate, opt), args,
-                         grouped_gemm_binder(rt, op, c, grid_sms(dc, opt), dc.info->sm_count));
+  p.problem = make_problem(op_name, c, opt.accumulate, opt);
+  for (const auto& t : c.tensors) p.args[t.name] = t.data;
+  p.composed_elements = c.e * c.n * c.k;  // a composed accumulate adds over dw
+  p.binder = [op, c, opt](Runtime& rt, const DeviceContext& dc) {
+    return grouped_gemm_binder(rt, op, c, grid_sms(dc, opt), dc.info->sm_count);
+  };
+  return p;
 }
 
 }  // namespace
 
-Launch prepare_grouped_gemm_fwd(Runtime& rt, const DLTensor& y, const DLTensor& x, const DLTensor& w,
-                                const DLTensor& offs, const OpOptions& opt) {
-  check_options(opt);
-  return prepare(rt, GgOp::fwd, "grouped_gemm.fwd", check(GgOp::fwd, y, x, w, offs), false, opt);
-}
-
-Launch prepare_grouped_gemm_dgrad(Runtime& rt, const DLTensor& dx, const DLTensor& g, const DLTensor& w,
-                                  const DLTensor& offs, const OpOptions& opt) {
-  check_options(opt);
-  return prepare(rt, GgOp::dgrad, "grouped_gemm.dgrad", check(GgOp::dgrad, dx, g, w, offs), false, opt);
-}
-
-Launch prepare_grouped_gemm_wgrad(Runtime& rt, const DLTensor& dw, const DLTensor& g, const DLTensor& x,
-                                  const DLTensor& offs, bool accumulate, const OpOptions& opt) {
-  check_options(opt);
-  return prepare(rt, GgOp::wgrad, "grouped_gemm.wgrad", check(GgOp::wgrad, dw, g, x, offs), accumulate, opt);
+const FamilyOps& op_family_grouped_gemm() {
+  const std::vector<DType> bf16 = {DType::bf16};
+  const std::vector<DType> i32 = {DType::i32};
+  static const FamilyOps family{
+      "grouped_gemm",
+      {{"grouped_gemm.fwd",
+        {{"y", bf16, true}, {"x", bf16}, {"w", bf16}, {"offs", i32}},
+        false, false, [](const OpCall& c) { return make_plan(GgOp::fwd, "grouped_gemm.fwd", c); }},
+       {"grouped_gemm.dgrad",
+        {{"dx", bf16, true}, {"g", bf16}, {"w", bf16}, {"offs", i32}},
+        false, false, [](const OpCall& c) { return make_plan(GgOp::dgrad, "grouped_gemm.dgrad", c); }},
+       {"grouped_gemm.wgrad",
+        {{"dw", {DType::f32, DType::bf16}, true}, {"g", bf16}, {"x", bf16}, {"offs", i32}},
+        true, false, [](const OpCall& c) { return make_plan(GgOp::wgrad, "grouped_gemm.wgrad", c); }}},
+      {}};
+  return family;
 }
 
 }  // namespace cake::ops

@@ -4,8 +4,7 @@
 #include <limits>
 
 #include "error.hpp"
-#include "rmsnorm_ops.hpp"
-#include "ops_common.hpp"
+#include "op_family.hpp"
 
 namespace cake::ops {
 namespace {
@@ -43,28 +42,23 @@ const nlohmann::json& kernel_params(const PlannedStage& s) {
   return s.program->params.at("kernels").at(size_t(s.kernel));
 }
 
-}  // namespace
-
-Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rstd_t, const DLTensor* h_out_t,
-                           const DLTensor& x_t, const DLTensor* residual_t, const DLTensor& w_t, float eps,
-                           const OpOptions& opt) {
-  check_options(opt);
-  TensorView x = view(x_t, "x"), y = view(y_t, "y"), rstd = view(rstd_t, "rstd"), w = view(w_t, "w");
+OpPlan check_fwd(const OpCall& call) {
+  const OpOptions& opt = call.options;
+  const float eps = *opt.eps;
+  const TensorView &x = call.at("x"), &y = call.at("y"), &rstd = call.at("rstd"), &w = call.at("w");
   if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
   const int64_t T = x.shape[0], H = x.shape[1];
   if (H < 8 || H % 8 != 0) throw ArgumentError("x", "H = " + std::to_string(H) + " must be a positive multiple of 8");
   if (H > (int64_t(1) << 20)) throw ArgumentError("x", "H = " + std::to_string(H) + " is larger than cake supports (2^20)");
   if (!(eps > 0.0f) || !std::isfinite(eps)) throw ArgumentError("eps", "must be a finite number > 0");
-  if ((residual_t == nullptr) != (h_out_t == nullptr))
-    throw ArgumentError(residual_t ? "h_out" : "residual", "residual and h_out come together (h = x + residual is written to h_out)");
+  const TensorView *res = call.find("residual"), *hout = call.find("h_out");
+  if ((res == nullptr) != (hout == nullptr))
+    throw ArgumentError(res ? "h_out" : "residual", "residual and h_out come together (h = x + residual is written to h_out)");
   require_rows(x, T, H);
   require_rows(y, T, H);
   require_vector(rstd, T, {DType::f32});
   require_vector(w, H, {DType::bf16, DType::f32});
-  std::optional<TensorView> res, hout;
-  if (residual_t) {
-    res = view(*residual_t, "residual");
-    hout = view(*h_out_t, "h_out");
+  if (res) {
     require_rows(*res, T, H);
     require_rows(*hout, T, H);
   }
@@ -85,24 +79,24 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
     require_no_overlap(rstd, *hout);
     require_no_overlap(y, *hout);
   }
-  DeviceContext dc = rt.context_for(x.device);
-  check_memory(dc, {&x, &y, &rstd, &w, res ? &*res : nullptr, hout ? &*hout : nullptr});
-  if (T == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
-
-  Problem p;
+  OpPlan op;
+  op.device = x.device;
+  op.noop = T == 0;
+  Problem& p = op.problem;
   p.op = "rmsnorm.fwd";
   p.dims = {{"t", T}, {"h", H}, {"residual", res ? 1 : 0}};
   p.deterministic = opt.deterministic;
   p.candidate = opt.candidate;
   for (const TensorView* t : {&x, &y, &rstd, &w}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
   if (res)
-    for (const TensorView* t : {&*res, &*hout}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
-  ArgMap args = {{"x", x.data}, {"y", y.data}, {"rstd", rstd.data}, {"w", w.data},
-                 {"residual", res ? res->data : 0}, {"h_out", hout ? hout->data : 0}};
+    for (const TensorView* t : {res, hout}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
+  op.args = {{"x", x.data}, {"y", y.data}, {"rstd", rstd.data}, {"w", w.data},
+             {"residual", res ? res->data : 0}, {"h_out", hout ? hout->data : 0}};
   const int64_t xs = row_stride(x), ys = row_stride(y), rs = res ? row_stride(*res) : 0,
                 hs = hout ? row_stride(*hout) : 0;
+  op.binder = [=](Runtime&, const DeviceContext& dc) -> Binder {
   const int sms = grid_sms(dc, opt), all_sms = dc.info->sm_count;
-  Binder bind = [=](const Plan&, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
+  return [=](const Plan&, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     const auto& params = s.program->params;
     const int threads = params.at("threads").get<int>();
     const int rows_per_block = params.at("rows_per_block").get<int>();
@@ -121,14 +115,14 @@ Launch prepare_rmsnorm_fwd(Runtime& rt, const DLTensor& y_t, const DLTensor& rst
                                         : std::min<int64_t>(groups, std::numeric_limits<int32_t>::max()));
     ls.block[0] = unsigned(threads);
   };
-  return prepare_planned(rt, dc, p, args, bind);
+  };
+  return op;
 }
 
-Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw_t, const DLTensor& dy_t,
-                           const DLTensor& x_t, const DLTensor& rstd_t, const DLTensor& w_t, const OpOptions& opt) {
-  check_options(opt);
-  TensorView dx = view(dx_t, "dx"), dw = view(dw_t, "dw"), dy = view(dy_t, "dy"), x = view(x_t, "x"),
-             rstd = view(rstd_t, "rstd"), w = view(w_t, "w");
+OpPlan check_bwd(const OpCall& call) {
+  const OpOptions& opt = call.options;
+  const TensorView &dx = call.at("dx"), &dw = call.at("dw"), &dy = call.at("dy"), &x = call.at("x"),
+                   &rstd = call.at("rstd"), &w = call.at("w");
   if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
   const int64_t T = x.shape[0], H = x.shape[1];
   if (H < 8 || H % 8 != 0) throw ArgumentError("x", "H = " + std::to_string(H) + " must be a positive multiple of 8");
@@ -144,19 +138,20 @@ Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw
   require_no_overlap(dx, x, true);
   for (const TensorView* in : {&rstd, &w}) require_no_overlap(dx, *in);
   for (const TensorView* in : {&dy, &x, &rstd, &w, &dx}) require_no_overlap(dw, *in);
-  DeviceContext dc = rt.context_for(x.device);
-  check_memory(dc, {&dx, &dw, &dy, &x, &rstd, &w});
-  if (T == 0) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());  // a no-op: nothing is written
-  Problem p;
+  OpPlan op;
+  op.device = x.device;
+  op.noop = T == 0;  // nothing is written, dw included
+  Problem& p = op.problem;
   p.op = "rmsnorm.bwd";
   p.dims = {{"t", T}, {"h", H}};
   p.deterministic = opt.deterministic;
   p.candidate = opt.candidate;
   for (const TensorView* t : {&dx, &dw, &dy, &x, &rstd, &w}) p.dtypes[t->name] = t->dtype, p.align[t->name] = t->alignment();
-  ArgMap args = {{"dx", dx.data}, {"dw", dw.data}, {"dy", dy.data}, {"x", x.data}, {"rstd", rstd.data}, {"w", w.data}};
+  op.args = {{"dx", dx.data}, {"dw", dw.data}, {"dy", dy.data}, {"x", x.data}, {"rstd", rstd.data}, {"w", w.data}};
   const int64_t dys = row_stride(dy), xs = row_stride(x), dxs = row_stride(dx);
+  op.binder = [=](Runtime&, const DeviceContext& dc) -> Binder {
   const int sms = grid_sms(dc, opt);
-  Binder bind = [=](const Plan& plan, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
+  return [=](const Plan& plan, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     const auto& params = s.program->params;
     const int threads = params.at("threads").get<int>();
     if (params.at("op") == "bwd") {
@@ -178,7 +173,33 @@ Launch prepare_rmsnorm_bwd(Runtime& rt, const DLTensor& dx_t, const DLTensor& dw
     }
     ls.block[0] = unsigned(threads);
   };
-  return prepare_planned(rt, dc, p, args, bind);
+  };
+  return op;
+}
+
+}  // namespace
+
+const FamilyOps& op_family_rmsnorm() {
+  static const FamilyOps family{
+      "rmsnorm",
+      {{"rmsnorm.fwd",
+        {{"y", {DType::bf16}, true},
+         {"rstd", {DType::f32}, true},
+         {"x", {DType::bf16}},
+         {"w", {DType::bf16, DType::f32}},
+         {"residual", {DType::bf16}, false, true},
+         {"h_out", {DType::bf16}, true, true}},
+        false, true, check_fwd},
+       {"rmsnorm.bwd",
+        {{"dx", {DType::bf16}, true},
+         {"dw", {DType::bf16, DType::f32}, true},
+         {"dy", {DType::bf16}},
+         {"x", {DType::bf16}},
+         {"rstd", {DType::f32}},
+         {"w", {DType::bf16, DType::f32}}},
+        false, false, check_bwd}},
+      {}};
+  return family;
 }
 
 }  // namespace cake::ops

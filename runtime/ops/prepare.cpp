@@ -1,0 +1,105 @@
+// The generic prepare: the op's schema checks the names, the family's check turns the call
+// into a problem, and the rest (device context, memory checks, plan, load, scratch) is the
+// same for every op.
+#include <algorithm>
+
+#include "error.hpp"
+#include "op_family.hpp"
+
+namespace cake::ops {
+
+const TensorView* OpCall::find(const std::string& name) const {
+  const auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+const TensorView& OpCall::at(const std::string& name) const {
+  if (const TensorView* t = find(name)) return *t;
+  throw ArgumentError(name, "missing");
+}
+
+const FamilyOps* find_family(const std::string& name) {
+  for (const FamilyOps* f : op_families())
+    if (f->name == name) return f;
+  return nullptr;
+}
+
+const OpSpec* find_op(const std::string& op) {
+  for (const FamilyOps* f : op_families())
+    for (const OpSpec& s : f->ops)
+      if (s.name == op) return &s;
+  return nullptr;
+}
+
+namespace {
+
+std::string known_ops() {
+  std::string all;
+  for (const FamilyOps* f : op_families())
+    for (const OpSpec& s : f->ops) all += (all.empty() ? "" : ", ") + s.name;
+  return all;
+}
+
+std::string arg_names(const OpSpec& spec) {
+  std::string all;
+  for (const ArgSpec& a : spec.args) all += (all.empty() ? "" : ", ") + a.name + (a.optional ? "?" : "");
+  return all;
+}
+
+// Stages of the op's own family go to its binder; a stage of another family's program (the
+// second half of a composed route) to that family's stage binder.
+Binder dispatching_binder(const std::string& family, Binder own, int64_t elements, int sms) {
+  return [family, own = std::move(own), elements, sms](const Plan& plan, const PlannedStage& s, const ArgMap& args,
+                                                      LaunchStage& ls) {
+    if (s.program->family == family) return own(plan, s, args, ls);
+    const FamilyOps* other = find_family(s.program->family);
+    if (other == nullptr || !other->bind_stage)
+      throw Error("program " + s.program->name + " of family '" + s.program->family +
+                  "' has no stage binder for a route of " + plan.op);
+    other->bind_stage(plan, s, args, elements, sms, ls);
+  };
+}
+
+Launch prepare_call(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt,
+                    std::optional<CUstream> one_call) {
+  check_options(opt);
+  const OpSpec* spec = find_op(op);
+  if (spec == nullptr) throw ArgumentError("op", "unknown op '" + op + "' (known: " + known_ops() + ")");
+  if (opt.accumulate && !spec->takes_accumulate) throw ArgumentError("accumulate", op + " does not accumulate");
+  if (opt.eps && !spec->takes_eps) throw ArgumentError("eps", op + " takes no eps");
+  if (!opt.eps && spec->takes_eps) throw ArgumentError("eps", op + " needs eps");
+  OpCall call;
+  call.options = opt;
+  for (const auto& [name, dl] : tensors) {
+    const auto arg = std::find_if(spec->args.begin(), spec->args.end(), [&](const ArgSpec& a) { return a.name == name; });
+    if (arg == spec->args.end())
+      throw ArgumentError(name, "is not an argument of " + op + " (its arguments: " + arg_names(*spec) + ")");
+    if (dl == nullptr) throw ArgumentError(name, "null");
+    if (call.tensors.count(name)) throw ArgumentError(name, "given twice");
+    call.tensors.emplace(name, view(*dl, name));
+  }
+  for (const ArgSpec& a : spec->args)
+    if (!a.optional && !call.tensors.count(a.name)) throw ArgumentError(a.name, "missing (" + op + " takes " + arg_names(*spec) + ")");
+  const OpPlan p = spec->check(call);
+  DeviceContext dc = rt.context_for(p.device);
+  std::vector<const TensorView*> views;
+  for (const auto& [name, v] : call.tensors) views.push_back(&v);
+  check_memory(dc, views, one_call);
+  if (p.noop) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
+  if (p.zero_fill_bytes > 0) return Launch::zero_fill(dc.ctx, p.zero_fill, p.zero_fill_bytes, p.why);
+  const std::string family = op.substr(0, op.find('.'));
+  return prepare_planned(rt, dc, p.problem, p.args,
+                         dispatching_binder(family, p.binder(rt, dc), p.composed_elements, grid_sms(dc, opt)), one_call);
+}
+
+}  // namespace
+
+Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt) {
+  return prepare_call(rt, op, tensors, opt, std::nullopt);
+}
+
+void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream, const OpOptions& opt) {
+  prepare_call(rt, op, tensors, opt, stream).launch(stream);
+}
+
+}  // namespace cake::ops
