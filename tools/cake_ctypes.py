@@ -1,8 +1,8 @@
 """cake's C ABI from Python through ctypes, for scripts that run cake next to torch.
 
     rt = CakeRuntime("build-gpu/runtime/libcake.so")
-    rt.cast(out, inp, accumulate=True)          # one call on torch's current stream
-    launch = rt.prepare_cast(out, inp, True)    # prepared: launch.run(stream) replays it
+    rt.run("elementwise.cast", out=out, **{"in": inp}, accumulate=True)  # one call, torch's stream
+    launch = rt.prepare("rmsnorm.fwd", y=y, rstd=rstd, x=x, w=w, eps=1e-6)  # launch.run() replays it
 """
 import ctypes
 import json
@@ -48,10 +48,6 @@ def _current_device():
     return torch.cuda.current_device()
 
 
-def _ref(t, name):
-    return ctypes.byref(dltensor(t, name))
-
-
 class CakeError(RuntimeError):
     pass
 
@@ -79,7 +75,18 @@ def _stream(stream):
     return ctypes.c_void_p(getattr(stream, "cuda_stream", stream))
 
 
+_OPTIONS = ("deterministic", "candidate", "max_sms", "accumulate", "eps")
+
+
 class CakeRuntime:
+    """One cake runtime. Every op of every family goes through prepare() (a Launch to replay)
+    or run() (one call on a stream): the op's name, its tensors by argument name, and any of
+    the options deterministic, candidate, max_sms, accumulate, eps.
+
+        rt.prepare("rmsnorm.fwd", y=y, rstd=rstd, x=x, w=w, eps=1e-6).run()
+        rt.run("elementwise.add", out=out, a=a, b=b)
+    """
+
     def __init__(self, libpath, **options):
         self.lib = ctypes.CDLL(libpath)
         self.lib.cake_last_error.restype = ctypes.c_char_p
@@ -89,9 +96,18 @@ class CakeRuntime:
         self.lib.cake_launch_free.argtypes = [ctypes.c_void_p]
         self.lib.cake_runtime_destroy.argtypes = [ctypes.c_void_p]
         self.lib.cake_compile_worker_path.restype = ctypes.c_char_p
+        self.lib.cake_ops_json.restype = ctypes.c_char_p
+        call = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+                ctypes.POINTER(ctypes.POINTER(DLTensor)), ctypes.c_char_p]
+        self.lib.cake_prepare.argtypes = call + [ctypes.POINTER(ctypes.c_void_p)]
+        self.lib.cake_run.argtypes = call + [ctypes.c_void_p]
         h = ctypes.c_void_p()
         self._check(self.lib.cake_runtime_create(json.dumps(options).encode(), ctypes.byref(h)))
         self.h = h
+
+    def ops(self):
+        """Every op's schema: name, arguments (name, dtypes, output, optional), options."""
+        return json.loads(self.lib.cake_ops_json().decode())
 
     def compile_worker(self):
         """The compile worker this library runs NVRTC in; "" when compiles run in process."""
@@ -101,62 +117,26 @@ class CakeRuntime:
         if status != 0:
             raise CakeError(f"cake status {status}: {self.lib.cake_last_error().decode()}")
 
-    def prepare_add(self, out, a, b, deterministic=True):
+    @staticmethod
+    def _call(op, kwargs):
+        """The C arguments of a call: tensors (None: an optional one left out) and options."""
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS and kwargs[k] is not None}
+        named = [(name, t) for name, t in kwargs.items() if t is not None]
+        dls = [dltensor(t, name) for name, t in named]
+        names = (ctypes.c_char_p * len(named))(*[name.encode() for name, _ in named])
+        ptrs = (ctypes.POINTER(DLTensor) * len(dls))(*[ctypes.pointer(d) for d in dls])
+        keep = (dls, names, ptrs)
+        return (op.encode(), len(named), names, ptrs, json.dumps(options).encode()), keep
+
+    def prepare(self, op, **kwargs):
+        args, _keep = self._call(op, kwargs)
         h = ctypes.c_void_p()
-        self._check(self.lib.cake_prepare_add(self.h, _ref(out, "out"), _ref(a, "a"), _ref(b, "b"),
-                                              int(deterministic), ctypes.byref(h)))
+        self._check(self.lib.cake_prepare(self.h, *args, ctypes.byref(h)))
         return Launch(self, h)
 
-    def prepare_cast(self, out, inp, accumulate=False, deterministic=True):
-        h = ctypes.c_void_p()
-        self._check(self.lib.cake_prepare_cast(self.h, _ref(out, "out"), _ref(inp, "in"),
-                                               int(accumulate), int(deterministic), ctypes.byref(h)))
-        return Launch(self, h)
-
-    def prepare_rmsnorm_fwd(self, y, rstd, x, w, eps, residual=None, h_out=None):
-        h = ctypes.c_void_p()
-        ref = lambda t, name: _ref(t, name) if t is not None else None
-        self.lib.cake_prepare_rmsnorm_fwd.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(DLTensor)] * 6 + [
-            ctypes.c_float, ctypes.POINTER(ctypes.c_void_p)]
-        self._check(self.lib.cake_prepare_rmsnorm_fwd(self.h, ref(y, "y"), ref(rstd, "rstd"), ref(h_out, "h_out"),
-                                                      ref(x, "x"), ref(residual, "residual"), ref(w, "w"), eps,
-                                                      ctypes.byref(h)))
-        return Launch(self, h)
-
-    def prepare_rmsnorm_bwd(self, dx, dw, dy, x, rstd, w):
-        h = ctypes.c_void_p()
-        self._check(self.lib.cake_prepare_rmsnorm_bwd(self.h, _ref(dx, "dx"), _ref(dw, "dw"), _ref(dy, "dy"),
-                                                      _ref(x, "x"), _ref(rstd, "rstd"), _ref(w, "w"), ctypes.byref(h)))
-        return Launch(self, h)
-
-    # grouped_gemm (runtime/ops.hpp): offs is an int32 [E] device tensor of cumulative group ends.
-    # candidate: None for the planner's choice, else the one route candidate to consider.
-    def _prepare_grouped(self, fn, tensors, names, flags, candidate):
-        h = ctypes.c_void_p()
-        f = getattr(self.lib, fn)
-        f.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(DLTensor)] * len(tensors) + [ctypes.c_int] * len(flags) + [
-            ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-        self._check(f(self.h, *[_ref(t, n) for t, n in zip(tensors, names)], *[int(v) for v in flags],
-                      candidate.encode() if candidate else None, ctypes.byref(h)))
-        return Launch(self, h)
-
-    def prepare_grouped_gemm_fwd(self, y, x, w, offs, deterministic=True, candidate=None):
-        return self._prepare_grouped("cake_prepare_grouped_gemm_fwd", [y, x, w, offs], ["y", "x", "w", "offs"],
-                                     [deterministic], candidate)
-
-    def prepare_grouped_gemm_dgrad(self, dx, g, w, offs, deterministic=True, candidate=None):
-        return self._prepare_grouped("cake_prepare_grouped_gemm_dgrad", [dx, g, w, offs], ["dx", "g", "w", "offs"],
-                                     [deterministic], candidate)
-
-    def prepare_grouped_gemm_wgrad(self, dw, g, x, offs, accumulate=False, deterministic=True, candidate=None):
-        return self._prepare_grouped("cake_prepare_grouped_gemm_wgrad", [dw, g, x, offs], ["dw", "g", "x", "offs"],
-                                     [accumulate, deterministic], candidate)
-
-    def add(self, out, a, b, stream=None):
-        self._check(self.lib.cake_add(self.h, _ref(out, "out"), _ref(a, "a"), _ref(b, "b"), _stream(stream)))
-
-    def cast(self, out, inp, accumulate=False, stream=None):
-        self._check(self.lib.cake_cast(self.h, _ref(out, "out"), _ref(inp, "in"), int(accumulate), _stream(stream)))
+    def run(self, op, stream=None, **kwargs):
+        args, _keep = self._call(op, kwargs)
+        self._check(self.lib.cake_run(self.h, *args, _stream(stream)))
 
     def __del__(self):
         if getattr(self, "h", None):

@@ -1,15 +1,15 @@
 // The C ABI over the C++ API: exceptions become status codes and a per-thread message.
 #include <nlohmann/json.hpp>
 
+#include <climits>
 #include <string>
 
 #include "cake_c.h"
 #include "compile_worker.hpp"
 #include "env.hpp"
 #include "error.hpp"
-#include "elementwise_ops.hpp"
-#include "grouped_gemm_ops.hpp"
-#include "rmsnorm_ops.hpp"
+#include "op_family.hpp"
+#include "ops.hpp"
 
 struct cake_runtime {
   cake::Runtime rt;
@@ -49,16 +49,58 @@ cake_status guarded(F&& f) {
   }
 }
 
-cake::ops::OpOptions options(int deterministic, const char* candidate) {
-  cake::ops::OpOptions opt;
-  opt.deterministic = deterministic != 0;
-  if (candidate) opt.candidate = candidate;
-  return opt;
-}
-
 cake_status null_arg(const char* name) {
   last_error = std::string("argument '") + name + "': null";
   return CAKE_ERROR_ARGUMENT;
+}
+
+// The pointers of a generic call, before anything else runs.
+cake_status check_call(cake_runtime* rt, const char* op, int n, const char* const* names,
+                       const DLTensor* const* tensors) {
+  if (!rt) return null_arg("rt");
+  if (!op) return null_arg("op");
+  if (n < 0) {
+    last_error = "argument 'n': must be >= 0, got " + std::to_string(n);
+    return CAKE_ERROR_ARGUMENT;
+  }
+  if (n > 0 && !names) return null_arg("names");
+  if (n > 0 && !tensors) return null_arg("tensors");
+  for (int i = 0; i < n; ++i)
+    if (!names[i]) {
+      last_error = "argument 'names[" + std::to_string(i) + "]': null";
+      return CAKE_ERROR_ARGUMENT;
+    }
+  return CAKE_OK;
+}
+
+// A null tensor is left to the generic prepare, which names it.
+cake::ops::NamedTensors named(int n, const char* const* names, const DLTensor* const* tensors) {
+  cake::ops::NamedTensors out;
+  for (int i = 0; i < n; ++i) out.emplace_back(names[i], tensors[i]);
+  return out;
+}
+
+// options_json: NULL, "", or an object of deterministic, candidate, max_sms, accumulate, eps.
+cake::ops::OpOptions parse_options(const char* options_json) {
+  cake::ops::OpOptions o;
+  if (!options_json || !*options_json) return o;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(options_json);
+  } catch (const std::exception& e) {
+    throw cake::ArgumentError("options_json", std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw cake::ArgumentError("options_json", "must be a JSON object");
+  for (auto& [k, v] : j.items()) {
+    if (k == "deterministic" && v.is_boolean()) o.deterministic = v.get<bool>();
+    else if (k == "accumulate" && v.is_boolean()) o.accumulate = v.get<bool>();
+    else if (k == "candidate" && v.is_string()) o.candidate = v.get<std::string>();
+    else if (k == "max_sms" && v.is_number_integer() && v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX)
+      o.max_sms = int(v.get<int64_t>());
+    else if (k == "eps" && v.is_number()) o.eps = v.get<float>();
+    else throw cake::ArgumentError("options_json", "unknown or mistyped option '" + k + "'");
+  }
+  return o;
 }
 
 }  // namespace
@@ -92,114 +134,40 @@ cake_status cake_runtime_create(const char* options_json, cake_runtime** out) {
 
 void cake_runtime_destroy(cake_runtime* rt) { delete rt; }
 
-cake_status cake_prepare_add(cake_runtime* rt, const DLTensor* out, const DLTensor* a,
-                             const DLTensor* b, int deterministic, cake_launch** launch) {
-  if (!rt) return null_arg("rt");
-  if (!out) return null_arg("out");
-  if (!a) return null_arg("a");
-  if (!b) return null_arg("b");
+cake_status cake_prepare(cake_runtime* rt, const char* op, int n, const char* const* names,
+                         const DLTensor* const* tensors, const char* options_json, cake_launch** launch) {
   if (!launch) return null_arg("launch");
   *launch = nullptr;
+  if (cake_status st = check_call(rt, op, n, names, tensors); st != CAKE_OK) return st;
   return guarded([&] {
-    cake::ops::OpOptions opt{deterministic != 0};
-    *launch = new cake_launch{cake::ops::prepare_add(rt->rt, *out, *a, *b, opt), {}};
+    *launch = new cake_launch{cake::ops::prepare(rt->rt, op, named(n, names, tensors), parse_options(options_json)), {}};
   });
 }
 
-cake_status cake_prepare_cast(cake_runtime* rt, const DLTensor* out, const DLTensor* in,
-                              int accumulate, int deterministic, cake_launch** launch) {
-  if (!rt) return null_arg("rt");
-  if (!out) return null_arg("out");
-  if (!in) return null_arg("in");
-  if (!launch) return null_arg("launch");
-  *launch = nullptr;
+cake_status cake_run(cake_runtime* rt, const char* op, int n, const char* const* names,
+                     const DLTensor* const* tensors, const char* options_json, void* stream) {
+  if (cake_status st = check_call(rt, op, n, names, tensors); st != CAKE_OK) return st;
   return guarded([&] {
-    cake::ops::OpOptions opt{deterministic != 0};
-    *launch = new cake_launch{cake::ops::prepare_cast(rt->rt, *out, *in, accumulate != 0, opt), {}};
+    cake::ops::run(rt->rt, op, named(n, names, tensors), static_cast<CUstream>(stream), parse_options(options_json));
   });
 }
 
-cake_status cake_prepare_rmsnorm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* rstd,
-                                     const DLTensor* h_out, const DLTensor* x,
-                                     const DLTensor* residual, const DLTensor* w, float eps,
-                                     cake_launch** launch) {
-  if (!rt) return null_arg("rt");
-  if (!y) return null_arg("y");
-  if (!rstd) return null_arg("rstd");
-  if (!x) return null_arg("x");
-  if (!w) return null_arg("w");
-  if (!launch) return null_arg("launch");
-  *launch = nullptr;
-  return guarded([&] {
-    *launch = new cake_launch{cake::ops::prepare_rmsnorm_fwd(rt->rt, *y, *rstd, h_out, *x, residual, *w, eps), {}};
-  });
-}
-
-cake_status cake_prepare_rmsnorm_bwd(cake_runtime* rt, const DLTensor* dx, const DLTensor* dw,
-                                     const DLTensor* dy, const DLTensor* x, const DLTensor* rstd,
-                                     const DLTensor* w, cake_launch** launch) {
-  if (!rt) return null_arg("rt");
-  if (!dx) return null_arg("dx");
-  if (!dw) return null_arg("dw");
-  if (!dy) return null_arg("dy");
-  if (!x) return null_arg("x");
-  if (!rstd) return null_arg("rstd");
-  if (!w) return null_arg("w");
-  if (!launch) return null_arg("launch");
-  *launch = nullptr;
-  return guarded([&] {
-    *launch = new cake_launch{cake::ops::prepare_rmsnorm_bwd(rt->rt, *dx, *dw, *dy, *x, *rstd, *w), {}};
-  });
-}
-
-cake_status cake_prepare_grouped_gemm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* x,
-                                          const DLTensor* w, const DLTensor* offs, int deterministic,
-                                          const char* candidate, cake_launch** launch) {
-  if (!rt) return null_arg("rt");
-  if (!y) return null_arg("y");
-  if (!x) return null_arg("x");
-  if (!w) return null_arg("w");
-  if (!offs) return null_arg("offs");
-  if (!launch) return null_arg("launch");
-  *launch = nullptr;
-  return guarded([&] {
-    *launch = new cake_launch{
-        cake::ops::prepare_grouped_gemm_fwd(rt->rt, *y, *x, *w, *offs, options(deterministic, candidate)), {}};
-  });
-}
-
-cake_status cake_prepare_grouped_gemm_dgrad(cake_runtime* rt, const DLTensor* dx, const DLTensor* g,
-                                            const DLTensor* w, const DLTensor* offs, int deterministic,
-                                            const char* candidate, cake_launch** launch) {
-  if (!rt) return null_arg("rt");
-  if (!dx) return null_arg("dx");
-  if (!g) return null_arg("g");
-  if (!w) return null_arg("w");
-  if (!offs) return null_arg("offs");
-  if (!launch) return null_arg("launch");
-  *launch = nullptr;
-  return guarded([&] {
-    *launch = new cake_launch{
-        cake::ops::prepare_grouped_gemm_dgrad(rt->rt, *dx, *g, *w, *offs, options(deterministic, candidate)), {}};
-  });
-}
-
-cake_status cake_prepare_grouped_gemm_wgrad(cake_runtime* rt, const DLTensor* dw, const DLTensor* g,
-                                            const DLTensor* x, const DLTensor* offs, int accumulate,
-                                            int deterministic, const char* candidate,
-                                            cake_launch** launch) {
-  if (!rt) return null_arg("rt");
-  if (!dw) return null_arg("dw");
-  if (!g) return null_arg("g");
-  if (!x) return null_arg("x");
-  if (!offs) return null_arg("offs");
-  if (!launch) return null_arg("launch");
-  *launch = nullptr;
-  return guarded([&] {
-    *launch = new cake_launch{cake::ops::prepare_grouped_gemm_wgrad(rt->rt, *dw, *g, *x, *offs, accumulate != 0,
-                                                                    options(deterministic, candidate)),
-                              {}};
-  });
+const char* cake_ops_json(void) {
+  static const std::string text = [] {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const cake::ops::FamilyOps* f : cake::ops::op_families())
+      for (const cake::ops::OpSpec& s : f->ops) {
+        nlohmann::json args = nlohmann::json::array();
+        for (const auto& a : s.args) {
+          nlohmann::json dtypes = nlohmann::json::array();
+          for (cake::DType d : a.dtypes) dtypes.push_back(cake::dtype_name(d));
+          args.push_back({{"name", a.name}, {"dtypes", dtypes}, {"output", a.output}, {"optional", a.optional}});
+        }
+        ops.push_back({{"op", s.name}, {"args", args}, {"accumulate", s.takes_accumulate}, {"eps", s.takes_eps}});
+      }
+    return ops.dump();
+  }();
+  return text.c_str();
 }
 
 cake_status cake_launch_run(const cake_launch* launch, void* stream) {
@@ -215,25 +183,6 @@ const char* cake_launch_describe(const cake_launch* launch) {
 }
 
 void cake_launch_free(cake_launch* launch) { delete launch; }
-
-cake_status cake_add(cake_runtime* rt, const DLTensor* out, const DLTensor* a, const DLTensor* b,
-                     void* stream) {
-  if (!rt) return null_arg("rt");
-  if (!out) return null_arg("out");
-  if (!a) return null_arg("a");
-  if (!b) return null_arg("b");
-  return guarded([&] { cake::ops::add(rt->rt, *out, *a, *b, static_cast<CUstream>(stream)); });
-}
-
-cake_status cake_cast(cake_runtime* rt, const DLTensor* out, const DLTensor* in, int accumulate,
-                      void* stream) {
-  if (!rt) return null_arg("rt");
-  if (!out) return null_arg("out");
-  if (!in) return null_arg("in");
-  return guarded([&] {
-    cake::ops::cast(rt->rt, *out, *in, accumulate != 0, static_cast<CUstream>(stream));
-  });
-}
 
 const char* cake_last_error(void) { return last_error.c_str(); }
 

@@ -28,11 +28,15 @@ typedef struct cake_launch cake_launch;
 cake_status cake_runtime_create(const char* options_json, cake_runtime** out);
 void cake_runtime_destroy(cake_runtime* rt);
 
-/* Prepared launches: validate, plan, load, allocate scratch. */
-cake_status cake_prepare_add(cake_runtime* rt, const DLTensor* out, const DLTensor* a,
-                             const DLTensor* b, int deterministic, cake_launch** launch);
-cake_status cake_prepare_cast(cake_runtime* rt, const DLTensor* out, const DLTensor* in,
-                              int accumulate, int deterministic, cake_launch** launch);
+/* Every op of every family through one call. op: "family.op" (cake_ops_json lists them);
+ * the tensors by argument name: names[i] names tensors[i], i < n; an optional argument is
+ * left out. options_json: NULL, "" or a JSON object with any of "deterministic" (bool,
+ * default true), "candidate" (string: the one route candidate to consider), "max_sms" (int),
+ * "accumulate" (bool, for ops that accumulate), "eps" (number, for ops that take it).
+ * Validates every argument (nothing is launched or written on an error), plans, loads the
+ * kernels and allocates the scratch the launch owns. */
+cake_status cake_prepare(cake_runtime* rt, const char* op, int n, const char* const* names,
+                         const DLTensor* const* tensors, const char* options_json, cake_launch** launch);
 /* Enqueues on a CUstream (NULL: the legacy default stream). No allocation, no compile,
  * no host synchronisation: graph-capturable. */
 cake_status cake_launch_run(const cake_launch* launch, void* stream);
@@ -40,34 +44,13 @@ cake_status cake_launch_run(const cake_launch* launch, void* stream);
 const char* cake_launch_describe(const cake_launch* launch);
 void cake_launch_free(cake_launch* launch);
 
-/* rmsnorm: see runtime/ops.hpp. h_out and residual are both NULL or both given. */
-cake_status cake_prepare_rmsnorm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* rstd,
-                                     const DLTensor* h_out, const DLTensor* x,
-                                     const DLTensor* residual, const DLTensor* w, float eps,
-                                     cake_launch** launch);
-cake_status cake_prepare_rmsnorm_bwd(cake_runtime* rt, const DLTensor* dx, const DLTensor* dw,
-                                     const DLTensor* dy, const DLTensor* x, const DLTensor* rstd,
-                                     const DLTensor* w, cake_launch** launch);
+/* One call: prepare and launch on `stream`, scratch allocated and freed in stream order. */
+cake_status cake_run(cake_runtime* rt, const char* op, int n, const char* const* names,
+                     const DLTensor* const* tensors, const char* options_json, void* stream);
 
-/* grouped_gemm: see runtime/ops.hpp. offs: [E] int32 cumulative group ends, on the device.
- * candidate: NULL or "" for the planner's choice, else the name of the one route candidate
- * to consider (e.g. a portable program on a Hopper part). */
-cake_status cake_prepare_grouped_gemm_fwd(cake_runtime* rt, const DLTensor* y, const DLTensor* x,
-                                          const DLTensor* w, const DLTensor* offs, int deterministic,
-                                          const char* candidate, cake_launch** launch);
-cake_status cake_prepare_grouped_gemm_dgrad(cake_runtime* rt, const DLTensor* dx, const DLTensor* g,
-                                            const DLTensor* w, const DLTensor* offs, int deterministic,
-                                            const char* candidate, cake_launch** launch);
-cake_status cake_prepare_grouped_gemm_wgrad(cake_runtime* rt, const DLTensor* dw, const DLTensor* g,
-                                            const DLTensor* x, const DLTensor* offs, int accumulate,
-                                            int deterministic, const char* candidate,
-                                            cake_launch** launch);
-
-/* One-call forms: prepare + launch. */
-cake_status cake_add(cake_runtime* rt, const DLTensor* out, const DLTensor* a, const DLTensor* b,
-                     void* stream);
-cake_status cake_cast(cake_runtime* rt, const DLTensor* out, const DLTensor* in, int accumulate,
-                      void* stream);
+/* Every op's schema as a JSON array: [{"op", "args": [{"name", "dtypes", "output",
+ * "optional"}], "accumulate", "eps"}]. Valid for the life of the process. */
+const char* cake_ops_json(void);
 
 const char* cake_last_error(void);
 

@@ -334,7 +334,10 @@ TEST_F(GpuTest, CApi) {
   out.upload(hout);
   in.upload(hin16);
   cake_launch* l = nullptr;
-  ASSERT_EQ(cake_prepare_cast(rt, &out.dl(), &in.dl(), 1, 1, &l), CAKE_OK) << cake_last_error();
+  const char* names[] = {"out", "in"};
+  const DLTensor* tensors[] = {&out.dl(), &in.dl()};
+  ASSERT_EQ(cake_prepare(rt, "elementwise.cast", 2, names, tensors, "{\"accumulate\": true}", &l), CAKE_OK)
+      << cake_last_error();
   EXPECT_NE(std::string(cake_launch_describe(l)).find("route cast_acc_bf16_to_f32_fused_vec8"), std::string::npos)
       << cake_launch_describe(l);
   ASSERT_EQ(cake_launch_run(l, nullptr), CAKE_OK);
@@ -342,10 +345,22 @@ TEST_F(GpuTest, CApi) {
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(test::f32_bits(got[size_t(i)]), test::f32_bits(hout[size_t(i)] + test::bf16_float(hin16[size_t(i)])));
   cake_launch_free(l);
-  EXPECT_EQ(cake_cast(rt, &out.dl(), &out.dl(), 0, nullptr), CAKE_ERROR_ARGUMENT);
+  const DLTensor* same[] = {&out.dl(), &out.dl()};
+  EXPECT_EQ(cake_run(rt, "elementwise.cast", 2, names, same, nullptr, nullptr), CAKE_ERROR_ARGUMENT);
   EXPECT_NE(std::string(cake_last_error()).find("argument 'out'"), std::string::npos) << cake_last_error();
-  EXPECT_EQ(cake_add(rt, nullptr, &out.dl(), &out.dl(), nullptr), CAKE_ERROR_ARGUMENT);
+  const char* add_names[] = {"out", "a", "b"};
+  const DLTensor* add_tensors[] = {nullptr, &out.dl(), &out.dl()};
+  EXPECT_EQ(cake_run(rt, "elementwise.add", 3, add_names, add_tensors, nullptr, nullptr), CAKE_ERROR_ARGUMENT);
   EXPECT_NE(std::string(cake_last_error()).find("argument 'out': null"), std::string::npos);
+  // One call through the C ABI, on the default stream: out = in + in.
+  const char* run_names[] = {"out", "a", "b"};
+  GpuTensor sum(DType::f32, n), half(DType::f32, n);
+  half.upload(hout);
+  const DLTensor* run_tensors[] = {&sum.dl(), &half.dl(), &half.dl()};
+  ASSERT_EQ(cake_run(rt, "elementwise.add", 3, run_names, run_tensors, "{\"max_sms\": 2}", nullptr), CAKE_OK)
+      << cake_last_error();
+  auto twice = sum.download<float>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(twice[size_t(i)], hout[size_t(i)] + hout[size_t(i)]);
   cake_runtime_destroy(rt);
   cake_runtime* bad = nullptr;
   EXPECT_EQ(cake_runtime_create("{\"jit\": \"yes\"}", &bad), CAKE_ERROR_ARGUMENT);

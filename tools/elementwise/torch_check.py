@@ -16,13 +16,13 @@ n = (1 << 22) + 3
 a = torch.randn(n, device="cuda")
 b = torch.randn(n, device="cuda")
 out = torch.full_like(a, float("nan"))
-rt.add(out, a, b)
+rt.run("elementwise.add", out=out, a=a, b=b)
 assert torch.equal(out, a + b), "add f32"
 
 g = torch.randn(n, device="cuda").to(torch.bfloat16)
 acc = torch.randn(n, device="cuda")
 ref = acc + g.float()
-launch = rt.prepare_cast(acc, g, accumulate=True)
+launch = rt.prepare("elementwise.cast", out=acc, **{"in": g}, accumulate=True)
 print(launch.describe(), end="")
 launch.run()
 assert torch.equal(acc, ref), "fused accumulate"
@@ -30,7 +30,7 @@ assert torch.equal(acc, ref), "fused accumulate"
 acc2 = torch.randn(n, device="cuda")
 start = acc2.clone()
 graph = torch.cuda.CUDAGraph()
-prepared = rt.prepare_cast(acc2, g, accumulate=True)
+prepared = rt.prepare("elementwise.cast", out=acc2, **{"in": g}, accumulate=True)
 s = torch.cuda.Stream()
 with torch.cuda.stream(s):
     with torch.cuda.graph(graph, stream=s):
@@ -44,8 +44,8 @@ for _ in range(3):
 assert torch.equal(acc2, expect), "graph replay"
 
 try:
-    rt.add(out, a, b[:-1])
+    rt.run("elementwise.add", out=out, a=a, b=b[:-1])
     raise SystemExit("a bad argument was accepted")
 except CakeError as e:
     assert "argument 'b'" in str(e), str(e)
-print("torch_elementwise_check: ok (add, fused accumulate, graph replay x3, rejection)")
+print("elementwise torch_check: ok (add, fused accumulate, graph replay x3, rejection)")

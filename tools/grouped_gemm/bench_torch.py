@@ -261,19 +261,19 @@ def main():
                         row = [shape, M, E, dist, op, f"{min(sizes)}-{max(sizes)}"]
                         try:
                             if op == "fwd":
-                                launch = rt.prepare_grouped_gemm_fwd(y, x, w, offs)
+                                launch = rt.prepare("grouped_gemm.fwd", y=y, x=x, w=w, offs=offs)
                                 ref = lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
                                 out, mask = y, None
                             elif op == "dgrad":
-                                launch = rt.prepare_grouped_gemm_dgrad(dx, g, w, offs)
+                                launch = rt.prepare("grouped_gemm.dgrad", dx=dx, g=g, w=w, offs=offs)
                                 ref = lambda: torch._grouped_mm(g, w, offs=offs)
                                 out, mask = dx, None
                             elif op == "wgrad":
-                                launch = rt.prepare_grouped_gemm_wgrad(dw16, g, x, offs, accumulate=False)
+                                launch = rt.prepare("grouped_gemm.wgrad", dw=dw16, g=g, x=x, offs=offs)
                                 ref = lambda: torch._grouped_mm(g.t(), x, offs=offs)
                                 out, mask = dw16, nonempty  # torch's empty groups: not compared
                             else:
-                                launch = rt.prepare_grouped_gemm_wgrad(dw32, g, x, offs, accumulate=True)
+                                launch = rt.prepare("grouped_gemm.wgrad", dw=dw32, g=g, x=x, offs=offs, accumulate=True)
                                 ref = lambda: dw32.add_(torch._grouped_mm(g.t(), x, offs=offs))
                                 out, mask = dw32, None
                             # Check: one call of each on the same starting output.

@@ -54,8 +54,8 @@ for H, T in shapes:
     r = torch.empty(T, device="cuda")
     dx = torch.empty_like(x)
     dw = torch.empty_like(w)
-    f = rt.prepare_rmsnorm_fwd(y, r, x, w, eps)
-    b = rt.prepare_rmsnorm_bwd(dx, dw, dy, x, r, w)
+    f = rt.prepare("rmsnorm.fwd", y=y, rstd=r, x=x, w=w, eps=eps)
+    b = rt.prepare("rmsnorm.bwd", dx=dx, dw=dw, dy=dy, x=x, rstd=r, w=w)
     f.run()
     yr, rr = fwd_eager(x, w)
     assert (y.float() - yr.float()).abs().max().item() < 0.1, "cake fwd disagrees with torch"
