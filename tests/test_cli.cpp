@@ -138,6 +138,19 @@ TEST(Cli, PlanPassesOverAnUnservableUserCandidate) {
   EXPECT_NE(r.out.find("chosen:  cast_acc_bf16_to_f32_fused_vec8"), std::string::npos) << r.out;
 }
 
+TEST(Cli, PlanFillsWhatWasNotGivenFromTheOpsSchema) {
+  auto r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=64");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("assumed (the op's first dtypes, 256-byte aligned): out=f32, a=f32, b=f32"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("chosen:  add_f32_vec4"), std::string::npos) << r.out;
+  // What was given stays: bf16 everywhere, and a 2-byte aligned a rules out the vector form.
+  r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=64 --dtype out=bf16 --dtype a=bf16" +
+          " --dtype b=bf16 --align a=2");
+  EXPECT_EQ(r.out.find("assumed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chosen:  add_bf16 "), std::string::npos) << r.out;
+}
+
 TEST(Cli, PlanNoRouteExitsOne) {
   auto r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=8 --dtype out=f64");
   EXPECT_EQ(r.code, 1) << r.out;

@@ -4,6 +4,7 @@
 
 #include "cli_common.hpp"
 #include "plan_args.hpp"
+#include "op_family.hpp"
 #include "planner.hpp"
 
 namespace cakec {
@@ -30,11 +31,29 @@ nlohmann::json plan_json(const cake::PlanResult& r) {
           {"passed_over", passed}};
 }
 
+// What the command line did not give, from the op's schema: each required tensor's first
+// dtype, at the 256-byte alignment every allocator gives. Returns what it assumed.
+std::string fill_from_schema(cake::Problem& p) {
+  const cake::ops::OpSpec* spec = cake::ops::find_op(p.op);
+  if (spec == nullptr) return "";  // an op that only a user registry knows
+  std::string assumed;
+  for (const auto& arg : spec->args) {
+    if (arg.optional) continue;
+    if (!p.dtypes.count(arg.name)) {
+      p.dtypes[arg.name] = arg.dtypes.front();
+      assumed += std::string(assumed.empty() ? "" : ", ") + arg.name + "=" + cake::dtype_name(arg.dtypes.front());
+    }
+    if (!p.align.count(arg.name)) p.align[arg.name] = 256;
+  }
+  return assumed;
+}
+
 int run_plan(const Globals& g, const PlanArgs& a) {
   cake::Device device{parse_arch_arg("--arch", a.arch), a.sms, a.max_smem};
   if (a.sms < 1) throw UsageError("--sms: must be >= 1");
   if (a.max_smem < 0) throw UsageError("--max-smem: must be >= 0");
   cake::Problem problem = build_problem(a);
+  const std::string assumed = fill_from_schema(problem);
   Context ctx = load_context(g);
   cake::Planner planner(ctx.registry, [&](const cake::Program& p, const cake::Arch& arch) {
     return ctx.rule->check(p, arch);
@@ -42,8 +61,10 @@ int run_plan(const Globals& g, const PlanArgs& a) {
   cake::PlanResult r = planner.plan(problem, device);
   if (a.json)
     std::cout << plan_json(r).dump(2) << "\n";
-  else
+  else {
+    if (!assumed.empty()) std::cout << "assumed (the op's first dtypes, 256-byte aligned): " << assumed << "\n";
     std::cout << cake::format_plan(r, problem, device);
+  }
   return r.ok() ? kOk : kFailure;
 }
 
