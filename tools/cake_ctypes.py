@@ -1,8 +1,9 @@
 """cake's C ABI from Python through ctypes, for scripts that run cake next to torch.
 
     rt = CakeRuntime("build-gpu/runtime/libcake.so")
-    rt.run("elementwise.cast", out=out, **{"in": inp}, accumulate=True)  # one call, torch's stream
-    launch = rt.prepare("rmsnorm.fwd", y=y, rstd=rstd, x=x, w=w, eps=1e-6)  # launch.run() replays it
+    rt.run("family.op", out=out, x=x, accumulate=True)  # one call, on torch's stream
+    launch = rt.prepare("family.op", y=y, x=x, eps=1e-6)    # launch.run() replays it
+    rt.ops()                                             # every op's name and arguments
 """
 import ctypes
 import json
@@ -83,8 +84,8 @@ class CakeRuntime:
     or run() (one call on a stream): the op's name, its tensors by argument name, and any of
     the options deterministic, candidate, max_sms, accumulate, eps.
 
-        rt.prepare("rmsnorm.fwd", y=y, rstd=rstd, x=x, w=w, eps=1e-6).run()
-        rt.run("elementwise.add", out=out, a=a, b=b)
+        rt.prepare("family.op", y=y, x=x, eps=1e-6).run()
+        rt.run("family.op", out=out, a=a, b=b)
     """
 
     def __init__(self, libpath, **options):

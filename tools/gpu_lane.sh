@@ -29,7 +29,7 @@ skipped=$(grep -c "Skipped" "$out/ctest_gpu.log" || true)
 sanitizer=""
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
-    # The largest rmsnorm cases take minutes under the sanitizers; their kernels are the ones
+    # The largest cases take minutes under the sanitizers; their kernels are the ones
     # the smaller cases run (same programs), so they are left to the plain ctest run above.
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/tests/cake_gpu_tests" \
       --gtest_filter="${CAKE_SANITIZE_FILTER:--*T140000*:*T20000*:*T513_H4096*:*T300_H8192*}" \

@@ -18,7 +18,7 @@ struct ArgSpec {
   std::string name;
   std::vector<DType> dtypes;  // accepted; the first is what `cakec plan` assumes when not given
   bool output = false;
-  bool optional = false;      // may be absent (rmsnorm's residual and h_out)
+  bool optional = false;      // may be left out (an op's optional inputs)
 };
 
 // A call as the op's check sees it: every tensor given, as a checked view, by argument name.
@@ -37,7 +37,7 @@ struct OpPlan {
   // Packs the op's own stages; made once the device's context and SM count are known.
   std::function<Binder(Runtime& rt, const DeviceContext& dc)> binder;
   // The element count a stage of another family's program works over (a composed route's
-  // elementwise add into the output, say).
+  // add into the output, say).
   int64_t composed_elements = 0;
   // Nothing to compute (an empty problem): no kernel runs, or `zero_fill_bytes` at
   // `zero_fill` are zeroed (with `why` in the launch's description).

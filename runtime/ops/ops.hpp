@@ -30,7 +30,7 @@ struct OpOptions {
   int max_sms = 0;
   // For ops that accumulate (out += result); an ArgumentError for any other op.
   bool accumulate = false;
-  // For ops that take an epsilon (rmsnorm.fwd needs one); an ArgumentError for any other op.
+  // For ops that take an epsilon (they need one); an ArgumentError for any other op.
   std::optional<float> eps;
 };
 

@@ -55,10 +55,9 @@ struct Timer {
   // With `permute`, rep i runs the contenders in the i-th permutation of their order (cycling
   // through all of them), so each follows each other one about equally often: the clock a
   // call starts at is what the previous call's draw left, and in a fixed order one contender
-  // always follows the same neighbour (in `cakec bench grouped_gemm`, cake the grouped GEMM).
-  // With three contenders and 10 reps, cake runs before the loop in 5 reps and after it in 5,
-  // but before the grouped GEMM in 6 and after it in 4 (10 is not a multiple of the 6
-  // permutations; 12 reps would balance both). `calls`, if given, receives every timed call in
+  // always follows the same neighbour. With three contenders and 10 reps, the first runs
+  // before the second in 5 reps and after it in 5, but before the third in 6 and after it in 4
+  // (10 is not a multiple of the 6 permutations; 12 reps would balance both). `calls`, if given, receives every timed call in
   // the order they ran.
   std::vector<double> median_ms_interleaved(const std::vector<std::function<void()>>& fs, int reps,
                                             bool permute = true, std::vector<TimedCall>* calls = nullptr) {

@@ -18,7 +18,7 @@
 #include "compile_worker.hpp"
 #include "driver.hpp"
 #include "error.hpp"
-#include "elementwise_ops.hpp"
+#include "jit_probe.hpp"
 #include "prebuild.hpp"
 #include "renderer.hpp"
 
@@ -44,33 +44,6 @@ struct BenchArgs {
   std::string child_mode, child_cache, child_aot;
 };
 
-// Device tensors for the four first calls of a child: four different programs.
-struct FourOps {
-  explicit FourOps(int64_t n)
-      : n(n), f1(size_t(n) * 4), f2(size_t(n) * 4), f3(size_t(n) * 4), h1(size_t(n) * 2),
-        h2(size_t(n) * 2), h3(size_t(n) * 2) {}
-  DLTensor t(const cake::DeviceBuffer& b, bool bf16) {
-    DLTensor x{};
-    x.data = b.ptr();
-    x.device = {kDLCUDA, 0};
-    x.ndim = 1;
-    x.dtype = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
-    x.shape = &n;
-    return x;
-  }
-  // Calls op i (0..3) once; each uses another program of the elementwise family.
-  cake::Launch prepare(cake::Runtime& rt, int i) {
-    switch (i) {
-      case 0: return cake::ops::prepare_add(rt, t(f3, false), t(f1, false), t(f2, false));
-      case 1: return cake::ops::prepare_add(rt, t(h3, true), t(h1, true), t(h2, true));
-      case 2: return cake::ops::prepare_cast(rt, t(h1, true), t(f1, false), false);
-      default: return cake::ops::prepare_cast(rt, t(f1, false), t(h1, true), false);
-    }
-  }
-  int64_t n;
-  cake::DeviceBuffer f1, f2, f3, h1, h2, h3;
-};
-
 CUcontext make_primary_current() {
   CUdevice dev;
   CAKE_CU(cuDeviceGet(&dev, 0));
@@ -82,10 +55,11 @@ CUcontext make_primary_current() {
 
 // The child of a first-call measurement, a new process: after the context and the tensors
 // exist (the application's cost), it times the Runtime's creation (registry, aot manifest)
-// and then the first call (prepare + launch) of each of four programs.
+// and then the first call (prepare + launch) of each of the probe's programs.
 int run_child(const BenchArgs& a) {
   make_primary_current();
-  FourOps ops(1 << 20);
+  auto probe = make_jit_probe();
+  const int calls = probe->calls();
   cake::RuntimeOptions o;
   o.cache_dir = a.child_cache;
   o.aot_dir = a.child_aot;
@@ -93,14 +67,14 @@ int run_child(const BenchArgs& a) {
   auto t0 = clock_type::now();
   cake::Runtime rt(o);
   std::printf("%.1f", us_since(t0));
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < calls; ++i) {
     t0 = clock_type::now();
-    ops.prepare(rt, i).launch(nullptr);
+    probe->prepare(rt, i).launch(nullptr);
     std::printf(" %.1f", us_since(t0));
   }
   CAKE_CU(cuCtxSynchronize());
   const auto& s = rt.loader().stats();
-  bool served_right = (a.child_mode == "aot" ? s.aot_loads : s.disk_hits) == 4 && s.compiles == 0;
+  bool served_right = (a.child_mode == "aot" ? s.aot_loads : s.disk_hits) == calls && s.compiles == 0;
   std::printf(" %d\n", served_right ? 1 : 0);
   return served_right ? kOk : kFailure;
 }
@@ -110,21 +84,25 @@ struct FirstCalls {
   bool all_served = true;
 };
 
-FirstCalls spawn_children(const std::string& mode, const std::string& cache, const std::string& aot, int runs) {
+// Each child prints the Runtime's creation, then `calls` first calls, then 1 if they were
+// served as the mode says.
+FirstCalls spawn_children(const std::string& mode, const std::string& cache, const std::string& aot, int runs,
+                          int calls) {
   FirstCalls out;
   std::string self = fs::read_symlink("/proc/self/exe").string();
   for (int i = 0; i < runs; ++i) {
     std::string cmd = "'" + self + "' bench jit --child " + mode + " --child-cache '" + cache +
                       "' --child-aot '" + aot + "'";
     FILE* f = ::popen(cmd.c_str(), "r");
-    double v[5] = {0};
-    int ok = 0;
-    if (f == nullptr || std::fscanf(f, "%lf %lf %lf %lf %lf %d", &v[0], &v[1], &v[2], &v[3], &v[4], &ok) != 6)
-      out.all_served = false;
+    std::vector<double> v(size_t(calls) + 1, 0.0);
+    int ok = 0, read = 0;
+    for (double& x : v) read += f != nullptr && std::fscanf(f, "%lf", &x) == 1;
+    read += f != nullptr && std::fscanf(f, "%d", &ok) == 1;
+    if (read != calls + 2) out.all_served = false;
     if (f) ::pclose(f);
     out.all_served = out.all_served && ok == 1;
     out.runtime_us.push_back(v[0]);
-    for (int k = 1; k < 5; ++k) out.call_us.push_back(v[k]);
+    for (int k = 1; k <= calls; ++k) out.call_us.push_back(v[size_t(k)]);
   }
   return out;
 }
@@ -156,8 +134,8 @@ int run_bench_jit(const BenchArgs& a) {
   // program whenever the program is).
   std::vector<double> per_program, worker_extra;
   std::vector<std::vector<std::string>> each;
-  std::string slowest, slowest_gemm;
-  double slowest_ms = 0, slowest_gemm_ms = -1;
+  std::string slowest, slowest_first;
+  double slowest_ms = 0, slowest_first_ms = -1;
   std::map<std::string, double> median_of;
   std::set<std::string> wanted;
   for (const auto& prog : reg->programs())
@@ -188,28 +166,22 @@ int run_bench_jit(const BenchArgs& a) {
     if (m > slowest_ms) slowest_ms = m, slowest = prog.name;
     each.push_back({prog.name, std::to_string(prog.kernels.size()), fmt(m, "ms")});
   }
-  double slowest_full_ms = -1;
-  std::string slowest_full;
+  // What a first call waits for: a program's compile, or its stand-in's where it has one.
   std::set<std::string> standing_in;  // stand-ins of measured programs: counted with their program
   for (const auto& prog : reg->programs())
     if (median_of.count(prog.name) && !prog.stand_in.empty()) standing_in.insert(prog.stand_in);
   for (const auto& prog : reg->programs()) {
-    if (prog.family != "grouped_gemm" || !median_of.count(prog.name) || standing_in.count(prog.name)) continue;
-    if (median_of[prog.name] > slowest_full_ms) slowest_full_ms = median_of[prog.name], slowest_full = prog.name;
+    if (!median_of.count(prog.name) || standing_in.count(prog.name)) continue;
     const bool stood_in = !prog.stand_in.empty() && median_of.count(prog.stand_in);
     const double first = stood_in ? median_of[prog.stand_in] : median_of[prog.name];
-    if (first > slowest_gemm_ms)
-      slowest_gemm_ms = first, slowest_gemm = stood_in ? prog.stand_in + ", stand-in of " + prog.name : prog.name;
+    if (first > slowest_first_ms)
+      slowest_first_ms = first, slowest_first = stood_in ? prog.stand_in + ", stand-in of " + prog.name : prog.name;
   }
   if (per_program.empty()) throw cake::Error("cakec bench jit: no program for " + arch.str() + " matches --filter");
   rows.push_back({"cold NVRTC compile, median over programs", fmt(median(per_program), "ms"), "", ""});
-  rows.push_back({"cold NVRTC compile, slowest (" + slowest + ")", fmt(slowest_ms, "ms"), "", ""});
-  if (slowest_gemm_ms >= 0) {
-    rows.push_back({"cold NVRTC compile a first call waits for, slowest GEMM (" + slowest_gemm + ")",
-                    fmt(slowest_gemm_ms, "ms"), "<= 1 s", slowest_gemm_ms <= 1000 ? "ok" : "MISS"});
-    rows.push_back({"cold NVRTC compile, slowest GEMM program (" + slowest_full + ")", fmt(slowest_full_ms, "ms"), "",
-                    ""});
-  }
+  rows.push_back({"cold NVRTC compile, slowest program (" + slowest + ")", fmt(slowest_ms, "ms"), "", ""});
+  rows.push_back({"cold NVRTC compile a first call waits for, slowest (" + slowest_first + ")",
+                  fmt(slowest_first_ms, "ms"), "<= 1 s", slowest_first_ms <= 1000 ? "ok" : "MISS"});
   rows.push_back({"compile worker process: extra time per compile", worker.empty() ? "no worker" : fmt(median(worker_extra), "ms"), "", ""});
   if (a.each) std::cout << format_table({"PROGRAM", "KERNELS", "COLD COMPILE"}, each) << "\n";
   if (!gpu || a.compile_only) {
@@ -229,21 +201,23 @@ int run_bench_jit(const BenchArgs& a) {
     o.cache_dir = tmp + "/cache";
     o.aot_dir = "";
     cake::Runtime warm(o);
-    FourOps ops(1 << 20);
-    for (int i = 0; i < 4; ++i) ops.prepare(warm, i);  // fills the disk cache
+    auto probe = make_jit_probe();
+    for (int i = 0; i < probe->calls(); ++i) probe->prepare(warm, i);  // fills the disk cache
   }
+  auto probe = make_jit_probe();
+  const int calls = probe->calls();
   cake::PrebuildOptions po;
   po.archs = {dev.arch};
   po.out = tmp + "/aot";
-  po.filter = std::regex("_v[48]$");
+  po.filter = probe->programs();
   cake::prebuild(*reg, nvrtc, po);
-  auto disk = spawn_children("disk", tmp + "/cache", "", a.runs);
-  auto aot = spawn_children("aot", tmp + "/empty-cache", tmp + "/aot", a.runs);
+  auto disk = spawn_children("disk", tmp + "/cache", "", a.runs, calls);
+  auto aot = spawn_children("aot", tmp + "/empty-cache", tmp + "/aot", a.runs, calls);
   double disk_us = median(disk.call_us), aot_us = median(aot.call_us);
   rows.push_back({"new process: Runtime creation (registry, manifest)", fmt(median(disk.runtime_us), "us"), "", ""});
   rows.push_back({"first call per program, cubin in disk cache", fmt(disk_us, "us"), "<= 1 ms per program", disk_us <= 1000 ? "ok" : "MISS"});
   std::vector<double> first_of_process;
-  for (size_t i = 0; i < disk.call_us.size(); i += 4) first_of_process.push_back(disk.call_us[i]);
+  for (size_t i = 0; i < disk.call_us.size(); i += size_t(calls)) first_of_process.push_back(disk.call_us[i]);
   rows.push_back({"  first program of a process (also loads libnvrtc: the key has its version)",
                   fmt(median(first_of_process), "us"), "", ""});
   rows.push_back({"first call per program, cubin from aot/", fmt(aot_us, "us"), "<= 1 ms per program", aot_us <= 1000 ? "ok" : "MISS"});
@@ -254,21 +228,16 @@ int run_bench_jit(const BenchArgs& a) {
   o.cache_dir = tmp + "/cache";
   o.aot_dir = "";
   cake::Runtime rt(o);
-  FourOps p(1 << 20);
-  cake::Launch launch = p.prepare(rt, 0);
+  cake::Launch launch = probe->prepare(rt, 0);
   std::vector<double> prep;
   for (int i = 0; i < 200; ++i) {
     auto t0 = clock_type::now();
-    p.prepare(rt, 0);
+    probe->prepare(rt, 0);
     prep.push_back(us_since(t0));
   }
   rows.push_back({"prepare, everything in memory (validate, plan, kernel)", fmt(median(prep), "us"), "", ""});
 
-  cake::Problem prob;
-  prob.op = "elementwise.add";
-  prob.dims = {{"n", p.n}};
-  prob.dtypes = {{"out", cake::DType::f32}, {"a", cake::DType::f32}, {"b", cake::DType::f32}};
-  prob.align = {{"out", 256}, {"a", 256}, {"b", 256}};
+  const cake::Problem prob = probe->problem();
   cake::Device device{dev.arch, dev.sm_count};
   std::vector<double> lookup;
   for (int rep = 0; rep < 21; ++rep) {
@@ -285,17 +254,11 @@ int run_bench_jit(const BenchArgs& a) {
   // The same kernel and arguments as the prepared launch, launched raw.
   const cake::Plan& plan = *launch.plan();
   CUfunction fn = rt.loader().function(*plan.stages[0].program, *plan.stages[0].build, 0, ctx);
-  void* pa = p.f1.ptr();
-  void* pb = p.f2.ptr();
-  void* pout = p.f3.ptr();
-  long long n = p.n;
-  void* args[] = {&pout, &pa, &pb, &n};
-  unsigned grid = unsigned(std::min<int64_t>((p.n / 4 + 255) / 256, int64_t(dev.sm_count) * 8));
   std::vector<double> raw, ours;
   for (int rep = 0; rep < 21; ++rep) {
     const int k = 500;
     auto t0 = clock_type::now();
-    for (int i = 0; i < k; ++i) CAKE_CU(cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, s, args, nullptr));
+    for (int i = 0; i < k; ++i) probe->launch_raw(fn, s, dev.sm_count);
     raw.push_back(us_since(t0) / k);
     CAKE_CU(cuStreamSynchronize(s));
     t0 = clock_type::now();

@@ -73,7 +73,7 @@ int run_plan(const Globals& g, const PlanArgs& a) {
 void add_plan_command(CLI::App& app, Globals& g, int& exit_code) {
   auto a = std::make_shared<PlanArgs>();
   auto* c = app.add_subcommand("plan", "Show the route the planner picks for a problem, and why");
-  c->add_option("--op", a->op, "op, e.g. elementwise.cast")->required();
+  c->add_option("--op", a->op, "op, family.op as `cakec list-routes` shows it")->required();
   c->add_option("--arch", a->arch, "device arch, e.g. sm_90a")->required();
   c->add_option("--sms", a->sms, "device SM count, e.g. 132")->required();
   c->add_option("--dim", a->dims, "problem dim NAME=VALUE (repeat)")->type_name("NAME=VALUE");

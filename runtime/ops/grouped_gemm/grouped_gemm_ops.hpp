@@ -24,7 +24,7 @@ inline Launch prepare_grouped_gemm_dgrad(Runtime& rt, const DLTensor& dx, const 
 // wgrad: dw[e] = g[rows of e]^T @ x[rows of e] (zeros for an empty group); with
 // `accumulate`, dw[e] += that (an empty group leaves dw[e] unchanged): fused in the GEMM's
 // epilogue for f32 dw (bitwise fp32(dw + dW)), composed through a scratch of dw's dtype and
-// an elementwise add otherwise (the plan says which and why). With M = 0 every group is
+// an add stage otherwise (the plan says which and why). With M = 0 every group is
 // empty: dw is zero-filled, or left alone with `accumulate`.
 inline Launch prepare_grouped_gemm_wgrad(Runtime& rt, const DLTensor& dw, const DLTensor& g, const DLTensor& x,
                                          const DLTensor& offs, bool accumulate, OpOptions opt = {}) {

@@ -1,5 +1,5 @@
-// The smoke example of the main job: one real op call through the whole runtime on GPU 0,
-// checked against the CPU. Exit 0 when it matches, 1 otherwise.
+// The elementwise family's part of the main job's smoke run (tools/main.sh): out += in on GPU 0
+// through the whole runtime, checked against the CPU. 0 when it matches.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -8,18 +8,11 @@
 #include "error.hpp"
 #include "elementwise_ops.hpp"
 
-int main() {
-  try {
-    auto& drv = cake::Driver::instance();
-    if (!drv.available() || drv.device_count() == 0) {
-      std::printf("cake_smoke: no GPU (%s)\n", drv.missing_reason().c_str());
-      return 1;
-    }
-    CUdevice dev;
-    CAKE_CU(cuDeviceGet(&dev, 0));
-    CUcontext ctx;
-    CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CAKE_CU(cuCtxSetCurrent(ctx));
+namespace cakec {
+
+int smoke_elementwise(cake::Runtime& rt) {
+  auto& drv = cake::Driver::instance();
+  {  // the scope frees the buffers before the runtime goes
     const int64_t n = 1 << 22;
     std::vector<float> out(n), in(n);
     for (int64_t i = 0; i < n; ++i) out[i] = std::sin(float(i)), in[i] = std::cos(float(i)) * 3.0f;
@@ -29,7 +22,6 @@ int main() {
     int64_t shape[1] = {n};
     DLTensor t_out{d_out.ptr(), {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, shape, nullptr, 0};
     DLTensor t_in{d_in.ptr(), {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, shape, nullptr, 0};
-    cake::Runtime rt;
     auto launch = cake::ops::prepare_add(rt, t_out, t_out, t_in);  // out += in
     std::printf("%s", launch.describe().c_str());
     launch.launch(nullptr);
@@ -38,11 +30,10 @@ int main() {
     CAKE_CU(cuMemcpyDtoH(got.data(), d_out.get(), n * 4));
     int64_t bad = 0;
     for (int64_t i = 0; i < n; ++i) bad += got[i] != out[i] + in[i];
-    std::printf("cake_smoke: %s on %s: %lld of %lld elements wrong\n", bad ? "FAILED" : "ok",
+    std::printf("cake_smoke elementwise: %s on %s: %lld of %lld elements wrong\n", bad ? "FAILED" : "ok",
                 drv.device(0).name.c_str(), (long long)bad, (long long)n);
     return bad ? 1 : 0;
-  } catch (const std::exception& e) {
-    std::printf("cake_smoke: error: %s\n", e.what());
-    return 1;
   }
 }
+
+}  // namespace cakec
