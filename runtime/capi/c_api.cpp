@@ -80,10 +80,9 @@ cake::ops::NamedTensors named(int n, const char* const* names, const DLTensor* c
   return out;
 }
 
-// options_json: NULL, "", or an object of deterministic, candidate, max_sms, accumulate, eps.
-cake::ops::OpOptions parse_options(const char* options_json) {
-  cake::ops::OpOptions o;
-  if (!options_json || !*options_json) return o;
+// An options argument: NULL or "" is no options, else a JSON object.
+nlohmann::json options_object(const char* options_json) {
+  if (!options_json || !*options_json) return nlohmann::json::object();
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(options_json);
@@ -91,6 +90,13 @@ cake::ops::OpOptions parse_options(const char* options_json) {
     throw cake::ArgumentError("options_json", std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw cake::ArgumentError("options_json", "must be a JSON object");
+  return j;
+}
+
+// options_json: NULL, "", or an object of deterministic, candidate, max_sms, accumulate, eps.
+cake::ops::OpOptions parse_options(const char* options_json) {
+  cake::ops::OpOptions o;
+  const nlohmann::json j = options_object(options_json);  // items() refers into it
   for (auto& [k, v] : j.items()) {
     if (k == "deterministic" && v.is_boolean()) o.deterministic = v.get<bool>();
     else if (k == "accumulate" && v.is_boolean()) o.accumulate = v.get<bool>();
@@ -112,21 +118,13 @@ cake_status cake_runtime_create(const char* options_json, cake_runtime** out) {
   *out = nullptr;
   return guarded([&] {
     cake::RuntimeOptions o;
-    if (options_json && *options_json) {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(options_json);
-      } catch (const std::exception& e) {
-        throw cake::ArgumentError("options_json", std::string("not valid JSON: ") + e.what());
-      }
-      if (!j.is_object()) throw cake::ArgumentError("options_json", "must be a JSON object");
-      for (auto& [k, v] : j.items()) {
-        if (k == "aot_dir" && v.is_string()) o.aot_dir = v.get<std::string>();
-        else if (k == "cache_dir" && v.is_string()) o.cache_dir = v.get<std::string>();
-        else if (k == "jit" && v.is_boolean()) o.jit = v.get<bool>();
-        else if (k == "registry" && v.is_array()) o.registry_files = v.get<std::vector<std::string>>();
-        else throw cake::ArgumentError("options_json", "unknown or mistyped option '" + k + "'");
-      }
+    const nlohmann::json j = options_object(options_json);  // items() refers into it
+    for (auto& [k, v] : j.items()) {
+      if (k == "aot_dir" && v.is_string()) o.aot_dir = v.get<std::string>();
+      else if (k == "cache_dir" && v.is_string()) o.cache_dir = v.get<std::string>();
+      else if (k == "jit" && v.is_boolean()) o.jit = v.get<bool>();
+      else if (k == "registry" && v.is_array()) o.registry_files = v.get<std::vector<std::string>>();
+      else throw cake::ArgumentError("options_json", "unknown or mistyped option '" + k + "'");
     }
     *out = new cake_runtime(std::move(o));
   });

@@ -46,14 +46,15 @@ std::string arg_names(const OpSpec& spec) {
   return all;
 }
 
-// Stages of the op's own family go to its binder; a stage of another family's program (the
-// second half of a composed route) to that family's stage binder.
+// A stage of another family's program (the second half of a composed route) goes to that
+// family's stage binder; every other stage, the op's family's own or a user registry's
+// program that names no family, to the op's binder.
 Binder dispatching_binder(const std::string& family, Binder own, int64_t elements, int sms) {
   return [family, own = std::move(own), elements, sms](const Plan& plan, const PlannedStage& s, const ArgMap& args,
                                                       LaunchStage& ls) {
-    if (s.program->family == family) return own(plan, s, args, ls);
-    const FamilyOps* other = find_family(s.program->family);
-    if (other == nullptr || !other->bind_stage)
+    const FamilyOps* other = s.program->family == family ? nullptr : find_family(s.program->family);
+    if (other == nullptr) return own(plan, s, args, ls);
+    if (!other->bind_stage)
       throw Error("program " + s.program->name + " of family '" + s.program->family +
                   "' has no stage binder for a route of " + plan.op);
     other->bind_stage(plan, s, args, elements, sms, ls);
