@@ -1,6 +1,7 @@
-# The op families are the folders of codegen/ (every family has a spec). Each area that has
-# something per family (templates/, runtime/ops/, tests/, tools/cakec/) looks for a folder of
-# that name; nothing outside those folders names a family. Generated sources call each
+# The op families are the folders of codegen/ (every family has a spec; every folder there is
+# a family). Each area that has something per family (runtime/ops/, tests/, tools/cakec/,
+# tools/) looks for a folder of that name; every .cuh under templates/ is embedded. Nothing
+# outside those folders names a family (tools/check_slots.sh). Generated sources call each
 # family's entry function, so a family is linked in by being there: adding one adds folders.
 file(GLOB cake_family_dirs LIST_DIRECTORIES true CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/codegen/*)
 set(CAKE_FAMILIES "")

@@ -15,4 +15,22 @@ git -C "$tmp" init -q
 echo "if (op == \"toy.run\") {}  // a special case for toy" >> "$tmp/runtime/planner/planner.cpp"
 out=$("$script" "$tmp") && { echo "FAIL: a generic file naming a family passed"; exit 1; }
 grep -q "runtime/planner/planner.cpp:2:.*names family 'toy'" <<<"$out" || { echo "FAIL: not named: $out"; exit 1; }
+# Within an identifier, in another case, in a file name, in a test folder that is not the
+# family's: each is caught.
+for line in '#include "toy_ops.hpp"' 'int op_family_TOY();'; do
+  echo "// a generic file" > "$tmp/runtime/planner/planner.cpp"
+  echo "$line" >> "$tmp/runtime/planner/planner.cpp"
+  "$script" "$tmp" >/dev/null && { echo "FAIL: passed: $line"; exit 1; }
+done
+echo "// a generic file" > "$tmp/runtime/planner/planner.cpp"
+touch "$tmp/runtime/planner/toy_special.cpp"
+out=$("$script" "$tmp")
+grep -q "toy_special.cpp: its name names family 'toy'" <<<"$out" || { echo "FAIL: a file name passed: $out"; exit 1; }
+rm "$tmp/runtime/planner/toy_special.cpp"
+mkdir -p "$tmp/tests/other" && echo "// toy.scale" > "$tmp/tests/other/test_x.cpp"
+"$script" "$tmp" >/dev/null && { echo "FAIL: a test in another family's folder passed"; exit 1; }
+rm -r "$tmp/tests"
+"$script" "$tmp" >/dev/null || { echo "FAIL: the clean tree was refused"; exit 1; }
+rm -rf "$tmp/.git"
+"$script" "$tmp" >/dev/null 2>&1; [ $? = 2 ] || { echo "FAIL: not a work tree was not exit 2"; exit 1; }
 echo "ok"

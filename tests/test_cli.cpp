@@ -144,6 +144,10 @@ TEST(Cli, PlanFillsWhatWasNotGivenFromTheOpsSchema) {
   EXPECT_NE(r.out.find("assumed (the op's first dtypes, 256-byte aligned): out=f32, a=f32, b=f32"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("chosen:  add_f32_vec4"), std::string::npos) << r.out;
+  // A given dtype carries to the others that take it.
+  r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=64 --dtype out=bf16 --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("assumed"), "a=bf16, b=bf16") << r.out;
   // What was given stays: bf16 everywhere, and a 2-byte aligned a rules out the vector form.
   r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=64 --dtype out=bf16 --dtype a=bf16" +
           " --dtype b=bf16 --align a=2");

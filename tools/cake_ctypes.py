@@ -54,8 +54,10 @@ class CakeError(RuntimeError):
 
 
 class Launch:
-    def __init__(self, lib, handle):
-        self._lib, self._h = lib, handle
+    """A prepared call. It holds its tensors: the launch replays their addresses."""
+
+    def __init__(self, lib, handle, keep=None):
+        self._lib, self._h, self._keep = lib, handle, keep
 
     def run(self, stream=None):
         self._lib._check(self._lib.lib.cake_launch_run(self._h, _stream(stream)))
@@ -76,13 +78,14 @@ def _stream(stream):
     return ctypes.c_void_p(getattr(stream, "cuda_stream", stream))
 
 
-_OPTIONS = ("deterministic", "candidate", "max_sms", "accumulate", "eps")
+_OPTIONS = {"deterministic": bool, "candidate": str, "max_sms": int, "accumulate": bool, "eps": float}
 
 
 class CakeRuntime:
     """One cake runtime. Every op of every family goes through prepare() (a Launch to replay)
     or run() (one call on a stream): the op's name, its tensors by argument name, and any of
-    the options deterministic, candidate, max_sms, accumulate, eps.
+    the options deterministic, candidate, max_sms, accumulate, eps. An argument named after a
+    Python keyword takes a trailing underscore (`in_` for `in`).
 
         rt.prepare("family.op", y=y, x=x, eps=1e-6).run()
         rt.run("family.op", out=out, a=a, b=b)
@@ -121,19 +124,19 @@ class CakeRuntime:
     @staticmethod
     def _call(op, kwargs):
         """The C arguments of a call: tensors (None: an optional one left out) and options."""
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS and kwargs[k] is not None}
-        named = [(name, t) for name, t in kwargs.items() if t is not None]
+        options = {k: _OPTIONS[k](kwargs.pop(k)) for k in list(kwargs) if k in _OPTIONS and kwargs[k] is not None}
+        named = [(name[:-1] if name.endswith("_") else name, t) for name, t in kwargs.items() if t is not None]
         dls = [dltensor(t, name) for name, t in named]
         names = (ctypes.c_char_p * len(named))(*[name.encode() for name, _ in named])
         ptrs = (ctypes.POINTER(DLTensor) * len(dls))(*[ctypes.pointer(d) for d in dls])
-        keep = (dls, names, ptrs)
+        keep = (dls, names, ptrs, [t for _, t in named])
         return (op.encode(), len(named), names, ptrs, json.dumps(options).encode()), keep
 
     def prepare(self, op, **kwargs):
-        args, _keep = self._call(op, kwargs)
+        args, keep = self._call(op, kwargs)
         h = ctypes.c_void_p()
         self._check(self.lib.cake_prepare(self.h, *args, ctypes.byref(h)))
-        return Launch(self, h)
+        return Launch(self, h, keep)
 
     def run(self, op, stream=None, **kwargs):
         args, _keep = self._call(op, kwargs)

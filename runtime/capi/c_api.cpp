@@ -1,7 +1,9 @@
 // The C ABI over the C++ API: exceptions become status codes and a per-thread message.
 #include <nlohmann/json.hpp>
 
+#include <cfloat>
 #include <climits>
+#include <cmath>
 #include <string>
 
 #include "cake_c.h"
@@ -103,7 +105,7 @@ cake::ops::OpOptions parse_options(const char* options_json) {
     else if (k == "candidate" && v.is_string()) o.candidate = v.get<std::string>();
     else if (k == "max_sms" && v.is_number_integer() && v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX)
       o.max_sms = int(v.get<int64_t>());
-    else if (k == "eps" && v.is_number()) o.eps = v.get<float>();
+    else if (k == "eps" && v.is_number() && std::abs(v.get<double>()) <= double(FLT_MAX)) o.eps = float(v.get<double>());
     else throw cake::ArgumentError("options_json", "unknown or mistyped option '" + k + "'");
   }
   return o;
@@ -151,19 +153,24 @@ cake_status cake_run(cake_runtime* rt, const char* op, int n, const char* const*
 }
 
 const char* cake_ops_json(void) {
-  static const std::string text = [] {
-    nlohmann::json ops = nlohmann::json::array();
-    for (const cake::ops::FamilyOps* f : cake::ops::op_families())
-      for (const cake::ops::OpSpec& s : f->ops) {
-        nlohmann::json args = nlohmann::json::array();
-        for (const auto& a : s.args) {
-          nlohmann::json dtypes = nlohmann::json::array();
-          for (cake::DType d : a.dtypes) dtypes.push_back(cake::dtype_name(d));
-          args.push_back({{"name", a.name}, {"dtypes", dtypes}, {"output", a.output}, {"optional", a.optional}});
+  // Built once from static data; should that throw (out of memory), the answer is "[]".
+  static const std::string text = []() -> std::string {
+    try {
+      nlohmann::json ops = nlohmann::json::array();
+      for (const cake::ops::FamilyOps* f : cake::ops::op_families())
+        for (const cake::ops::OpSpec& s : f->ops) {
+          nlohmann::json args = nlohmann::json::array();
+          for (const auto& a : s.args) {
+            nlohmann::json dtypes = nlohmann::json::array();
+            for (cake::DType d : a.dtypes) dtypes.push_back(cake::dtype_name(d));
+            args.push_back({{"name", a.name}, {"dtypes", dtypes}, {"output", a.output}, {"optional", a.optional}});
+          }
+          ops.push_back({{"op", s.name}, {"args", args}, {"accumulate", s.takes_accumulate}, {"eps", s.takes_eps}});
         }
-        ops.push_back({{"op", s.name}, {"args", args}, {"accumulate", s.takes_accumulate}, {"eps", s.takes_eps}});
-      }
-    return ops.dump();
+      return ops.dump();
+    } catch (...) {
+      return "[]";
+    }
   }();
   return text.c_str();
 }
@@ -176,7 +183,8 @@ cake_status cake_launch_run(const cake_launch* launch, void* stream) {
 const char* cake_launch_describe(const cake_launch* launch) {
   if (!launch) return "";
   auto* l = const_cast<cake_launch*>(launch);
-  if (l->text.empty()) l->text = l->launch.describe();
+  // No exception may cross the C boundary: on one, the text is empty and cake_last_error says why.
+  if (l->text.empty() && guarded([&] { l->text = l->launch.describe(); }) != CAKE_OK) return "";
   return l->text.c_str();
 }
 

@@ -57,6 +57,9 @@ Binder dispatching_binder(const std::string& family, Binder own, int64_t element
     if (!other->bind_stage)
       throw Error("program " + s.program->name + " of family '" + s.program->family +
                   "' has no stage binder for a route of " + plan.op);
+    if (elements <= 0)  // the op's check did not say what a composed stage works over
+      throw Error("a route of " + plan.op + " runs program " + s.program->name + " of family '" +
+                  s.program->family + "', but " + plan.op + " does not take composed stages");
     other->bind_stage(plan, s, args, elements, sms, ls);
   };
 }

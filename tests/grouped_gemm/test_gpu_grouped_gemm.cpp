@@ -81,7 +81,7 @@ std::vector<double> widen(const std::vector<uint16_t>& b) {
   return d;
 }
 
-// Budget for bf16 outputs (TARGETS.md), elementwise; f32 ones: test::expect_f32_close.
+// Budget for bf16 outputs (TARGETS.md), element by element; f32 ones: test::expect_f32_close.
 void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<double>& ref, size_t count, const char* what) {
   int64_t bad = 0;
   for (size_t i = 0; i < count; ++i) {

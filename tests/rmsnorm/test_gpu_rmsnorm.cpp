@@ -47,7 +47,7 @@ struct Mat {
   DLTensor dl{};
 };
 
-// Budget for bf16 outputs (TARGETS.md), elementwise; f32 ones: test::expect_f32_close.
+// Budget for bf16 outputs (TARGETS.md), element by element; f32 ones: test::expect_f32_close.
 void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<double>& ref, int64_t rows,
                        int64_t h, int64_t stride, const char* what) {
   int64_t bad = 0;

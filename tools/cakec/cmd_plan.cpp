@@ -1,6 +1,8 @@
 // cakec plan: the planner's choice for a problem given on the command line, and why every
 // earlier candidate was passed over.
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "cli_common.hpp"
 #include "plan_args.hpp"
@@ -31,17 +33,24 @@ nlohmann::json plan_json(const cake::PlanResult& r) {
           {"passed_over", passed}};
 }
 
-// What the command line did not give, from the op's schema: each required tensor's first
-// dtype, at the 256-byte alignment every allocator gives. Returns what it assumed.
+// What the command line did not give, from the op's schema: a required tensor's dtype is that
+// of the first given tensor when the argument takes it (f32 everywhere once out=f32), else the
+// argument's first dtype; every tensor is 256-byte aligned, as allocators give. Optional
+// tensors stay out. Returns what it assumed.
 std::string fill_from_schema(cake::Problem& p) {
   const cake::ops::OpSpec* spec = cake::ops::find_op(p.op);
   if (spec == nullptr) return "";  // an op that only a user registry knows
+  std::optional<cake::DType> given;
+  for (const auto& arg : spec->args)
+    if (!given && p.dtypes.count(arg.name)) given = p.dtypes.at(arg.name);
   std::string assumed;
   for (const auto& arg : spec->args) {
     if (arg.optional) continue;
     if (!p.dtypes.count(arg.name)) {
-      p.dtypes[arg.name] = arg.dtypes.front();
-      assumed += std::string(assumed.empty() ? "" : ", ") + arg.name + "=" + cake::dtype_name(arg.dtypes.front());
+      const bool takes = given && std::find(arg.dtypes.begin(), arg.dtypes.end(), *given) != arg.dtypes.end();
+      const cake::DType t = takes ? *given : arg.dtypes.front();
+      p.dtypes[arg.name] = t;
+      assumed += std::string(assumed.empty() ? "" : ", ") + arg.name + "=" + cake::dtype_name(t);
     }
     if (!p.align.count(arg.name)) p.align[arg.name] = 256;
   }
@@ -59,8 +68,11 @@ int run_plan(const Globals& g, const PlanArgs& a) {
     return ctx.rule->check(p, arch);
   });
   cake::PlanResult r = planner.plan(problem, device);
-  if (a.json)
-    std::cout << plan_json(r).dump(2) << "\n";
+  if (a.json) {
+    nlohmann::json j = plan_json(r);
+    j["assumed"] = assumed;
+    std::cout << j.dump(2) << "\n";
+  }
   else {
     if (!assumed.empty()) std::cout << "assumed (the op's first dtypes, 256-byte aligned): " << assumed << "\n";
     std::cout << cake::format_plan(r, problem, device);

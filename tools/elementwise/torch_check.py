@@ -22,7 +22,7 @@ assert torch.equal(out, a + b), "add f32"
 g = torch.randn(n, device="cuda").to(torch.bfloat16)
 acc = torch.randn(n, device="cuda")
 ref = acc + g.float()
-launch = rt.prepare("elementwise.cast", out=acc, **{"in": g}, accumulate=True)
+launch = rt.prepare("elementwise.cast", out=acc, in_=g, accumulate=True)
 print(launch.describe(), end="")
 launch.run()
 assert torch.equal(acc, ref), "fused accumulate"
@@ -30,7 +30,7 @@ assert torch.equal(acc, ref), "fused accumulate"
 acc2 = torch.randn(n, device="cuda")
 start = acc2.clone()
 graph = torch.cuda.CUDAGraph()
-prepared = rt.prepare("elementwise.cast", out=acc2, **{"in": g}, accumulate=True)
+prepared = rt.prepare("elementwise.cast", out=acc2, in_=g, accumulate=True)
 s = torch.cuda.Stream()
 with torch.cuda.stream(s):
     with torch.cuda.graph(graph, stream=s):

@@ -8,7 +8,7 @@
 #
 #   tools/rmsnorm/check_compile.sh [--quick] [--keep DIR]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 NVCC=${NVCC:-nvcc}
 QUICK=0
