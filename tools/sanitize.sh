@@ -60,7 +60,7 @@ mode_asan() {
   local dir=build-asan logs="$root/build-asan/sanitizer-logs"
   configure "$dir" -DCAKE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
   cmake --build "$dir" -j "$ncpu" --target cake_unit_tests cake_nvrtc_tests cakec cake_compile_worker cake \
-    dlopen_worker_check
+    dlopen_worker_check cake_toy_family_tests
   rm -rf "$logs" && mkdir -p "$logs"
   local rc=0 asan="detect_leaks=1:abort_on_error=1:log_path=$logs/asan"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan"
