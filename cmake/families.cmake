@@ -3,6 +3,7 @@
 # tools/) looks for a folder of that name; every .cuh under templates/ is embedded. Nothing
 # outside those folders names a family (tools/check_slots.sh). Generated sources call each
 # family's entry function, so a family is linked in by being there: adding one adds folders.
+
 # cake_families_under(<var> <root>...): the families of the roots (each laid out as this
 # repository: <root>/codegen/<family>/ ...), in name order.
 function(cake_families_under var)
