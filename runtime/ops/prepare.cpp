@@ -74,7 +74,9 @@ Launch prepare_call(Runtime& rt, const std::string& op, const NamedTensors& tens
   if (!opt.eps && spec->takes_eps) throw ArgumentError("eps", op + " needs eps");
   OpCall call;
   call.options = opt;
-  for (const auto& [name, dl] : tensors) {
+  for (const auto& given : tensors) {
+    const std::string& name = given.first;  // a plain name: clang 14 lambdas cannot capture bindings
+    const DLTensor* dl = given.second;
     const auto arg = std::find_if(spec->args.begin(), spec->args.end(), [&](const ArgSpec& a) { return a.name == name; });
     if (arg == spec->args.end())
       throw ArgumentError(name, "is not an argument of " + op + " (its arguments: " + arg_names(*spec) + ")");
