@@ -9,6 +9,7 @@
 #include "aot_manifest.hpp"
 #include "planner.hpp"
 #include "registry.hpp"
+#include "renderer.hpp"
 #include "test_util.hpp"
 
 #include <filesystem>
@@ -215,10 +216,17 @@ TEST(Registry, BadSourceHash) {
   expect_rejected(d, "/builds/1/source_hash", "64 lowercase hex digits");
 }
 
-TEST(Registry, UnknownTemplate) {
+TEST(Registry, UnknownTemplate) {  // the JIT layer's check, where a registry is loaded for use
   auto d = fixture_registry();
   d["programs"][0]["template"] = "sm90_nothing.cuh";
-  expect_rejected(d, "/programs/0/template", "unknown template 'sm90_nothing.cuh'");
+  try {
+    check_templates(*load(d));
+    ADD_FAILURE() << "accepted a program whose template is not embedded";
+  } catch (const RegistryError& e) {
+    EXPECT_NE(std::string(e.what()).find("/programs/0/template"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown template 'sm90_nothing.cuh'"), std::string::npos) << e.what();
+  }
+  check_templates(*load(fixture_registry()));  // the fixture's templates are embedded
 }
 
 TEST(Registry, KernelIndexOutOfRange) {

@@ -19,6 +19,12 @@ const std::string_view* find_template(const std::string& name) {
 }
 }  // namespace
 
+void check_templates(const Registry& registry) {
+  for (const auto& p : registry.programs())
+    if (find_template(p.templ) == nullptr)
+      throw RegistryError(p.origin.str() + "/template", "unknown template '" + p.templ + "'");
+}
+
 std::vector<std::pair<std::string, std::string>> include_closure(const std::string& templ) {
   static const std::regex include_re("^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\"");
   std::map<std::string, std::string> found;

@@ -23,6 +23,11 @@ RenderedProgram render(const Program& program);
 // NVRTC options for a program on an arch: what build.json records.
 std::vector<std::string> default_nvrtc_options(const Arch& arch);
 
+// Every program's template is embedded in this library, else a RegistryError naming the
+// program's place ("<file>: /programs/3/template"). The JIT layer embeds the templates, so
+// this check is its own, run where a registry is loaded for use (Runtime, cakec).
+void check_templates(const Registry& registry);
+
 // The embedded headers `templ` includes, itself first, transitively; throws if one is missing.
 std::vector<std::pair<std::string, std::string>> include_closure(const std::string& templ);
 

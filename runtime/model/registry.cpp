@@ -325,17 +325,12 @@ void Registry::index() {
 }
 
 void Registry::validate() const {
-  std::set<std::string> templates;
-  for (const auto& t : embedded_templates()) templates.insert(std::string(t.name));
-
   std::map<std::string, const Program*> programs;
   for (const auto& p : programs_) {
     auto [it, fresh] = programs.emplace(p.name, &p);
     if (!fresh)
       throw RegistryError(p.origin.str(), "duplicate program name '" + p.name +
                                               "' (first defined at " + it->second->origin.str() + ")");
-    if (!templates.count(p.templ))
-      throw RegistryError(p.origin.str() + "/template", "unknown template '" + p.templ + "'");
     std::set<Arch> seen;
     for (const auto& a : p.archs)
       if (!seen.insert(a).second)

@@ -3,11 +3,13 @@
 #include "env.hpp"
 #include "error.hpp"
 #include "log.hpp"
+#include "renderer.hpp"
 
 namespace cake {
 
 Runtime::Runtime(RuntimeOptions opt) {
   registry_ = Registry::load_default(opt.registry_files);
+  check_templates(*registry_);
   std::string aot_dir = opt.aot_dir.value_or(env::aot_dir().value_or(""));
   if (!aot_dir.empty()) {
     try {

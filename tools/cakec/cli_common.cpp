@@ -7,12 +7,14 @@
 #include "error.hpp"
 #include "log.hpp"
 #include "nvrtc.hpp"
+#include "renderer.hpp"
 
 namespace cakec {
 
 Context load_context(const Globals& g) {
   Context c;
   c.registry = cake::Registry::load_default(g.registries);
+  cake::check_templates(*c.registry);
   c.aot_dir = !g.aot.empty() ? g.aot : cake::env::aot_dir().value_or("");
   if (c.aot_dir.empty() && std::filesystem::exists("aot/manifest.json")) c.aot_dir = "aot";
   if (!c.aot_dir.empty()) {
