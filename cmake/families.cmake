@@ -1,6 +1,6 @@
 # The op families are the folders of codegen/ (every family has a spec; every folder there is
 # a family). Each area that has something per family (runtime/ops/, tests/, tools/cakec/,
-# tools/) looks for a folder of that name; every .cuh under templates/ is embedded. Nothing
+# tools/) looks for a folder of that name; every .cuh and .h under templates/ is embedded. Nothing
 # outside those folders names a family (tools/check_slots.sh). Generated sources call each
 # family's entry function, so a family is linked in by being there: adding one adds folders.
 
@@ -60,7 +60,7 @@ endfunction()
 # cake_family_libraries(<prefix> ROOTS <root>...): the libraries that hold the families of
 # the roots, built by the same rules for the project (prefix cake, the repository as its one
 # root) and for a test that adds a family from another folder:
-#   <prefix>_jit      the JIT layer with every family's templates/<f>/*.cuh embedded
+#   <prefix>_jit      the JIT layer with every family's templates/<f>/*.cuh and *.h embedded
 #   <prefix>_core     the ops layer with every family's runtime/ops/<f>/ and the list of them
 #   <prefix>_codegen  every family's codegen/<f>/ spec and the list of them, with the writer
 # A family's folder in an area is <root>/<area>/<family> for whichever root holds it.
@@ -74,10 +74,15 @@ function(cake_family_libraries prefix)
   set(ops_dirs "")
   set(ops_families "")
   set(spec_sources "")
+  # The contract headers (templates/<f>/<f>_contract.h) are read by host code too.
+  set(contract_dirs ${PROJECT_SOURCE_DIR}/templates/common)
   foreach(root ${A_ROOTS})
-    file(GLOB_RECURSE t CONFIGURE_DEPENDS ${root}/templates/*.cuh)
+    file(GLOB_RECURSE t CONFIGURE_DEPENDS ${root}/templates/*.cuh ${root}/templates/*.h)
     list(APPEND templates ${t})
     foreach(f ${families})
+      if(IS_DIRECTORY ${root}/templates/${f})
+        list(APPEND contract_dirs ${root}/templates/${f})
+      endif()
       if(IS_DIRECTORY ${root}/runtime/ops/${f})
         file(GLOB s CONFIGURE_DEPENDS ${root}/runtime/ops/${f}/*.cpp)
         list(APPEND ops_sources ${s})
@@ -106,7 +111,7 @@ function(cake_family_libraries prefix)
     TAIL "const std::vector<const FamilyOps*>& op_families() {\n  static const std::vector<const FamilyOps*> all = {@CALLS@}@SC@\n  return all@SC@\n}\n}  // namespace cake::ops")
   file(GLOB ops CONFIGURE_DEPENDS ${rt}/ops/*.cpp)
   add_library(${prefix}_core STATIC ${ops} ${ops_sources} ${bin}/op_families.cpp)
-  target_include_directories(${prefix}_core PUBLIC ${rt}/ops ${ops_dirs})
+  target_include_directories(${prefix}_core PUBLIC ${rt}/ops ${ops_dirs} ${contract_dirs})
   target_link_libraries(${prefix}_core PUBLIC cake_planner ${prefix}_jit cake_cuda)
 
   cake_family_source(${bin}/all_families.cpp FAMILIES ${families}
@@ -116,6 +121,6 @@ function(cake_family_libraries prefix)
     TAIL "std::vector<FamilySpec> all_families() { return {@CALLS@}@SC@ }\n}  // namespace cake::codegen")
   add_library(${prefix}_codegen STATIC ${PROJECT_SOURCE_DIR}/codegen/render_files.cpp ${spec_sources}
                                        ${bin}/all_families.cpp)
-  target_include_directories(${prefix}_codegen PUBLIC ${PROJECT_SOURCE_DIR}/codegen)
+  target_include_directories(${prefix}_codegen PUBLIC ${PROJECT_SOURCE_DIR}/codegen ${contract_dirs})
   target_link_libraries(${prefix}_codegen PUBLIC ${prefix}_jit)
 endfunction()

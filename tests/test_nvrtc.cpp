@@ -5,9 +5,11 @@
 #include "compile_worker.hpp"
 
 #include <chrono>
+#include "cubin_params.hpp"
 #include "error.hpp"
 #include "file_util.hpp"
 #include "nvrtc.hpp"
+#include "op_family.hpp"
 #include "prebuild.hpp"
 #include "registry.hpp"
 #include "renderer.hpp"
@@ -37,9 +39,45 @@ TEST(Nvrtc, EveryBuildCompiles) {
     EXPECT_TRUE(is_elf(bin.cubin)) << b.key();
     ASSERT_EQ(bin.lowered_names.size(), r.name_expressions.size());
     for (const auto& l : bin.lowered_names) EXPECT_EQ(l.rfind("_Z", 0), 0u) << l;
+    // Each kernel takes the one struct its family's binder packs (the family's contract).
+    const Program& program = *reg->program(b.program);
+    const ops::FamilyOps* family = ops::find_family(program.family);
+    ASSERT_NE(family, nullptr) << b.key() << ": family " << program.family;
+    for (size_t k = 0; k < bin.lowered_names.size(); ++k) {
+      const ops::KernelArgs want = family->kernel_args(program, int(k));
+      EXPECT_FALSE(want.type.empty()) << b.key() << " kernel " << k;
+      // Where the one parameter sits in the block is the compiler's business (alignment: see
+      // KernelParamsAreReadFromTheCubin); its count and size are the contract.
+      const std::vector<test::KernelParam> got = test::kernel_params(bin.cubin, bin.lowered_names[k]);
+      ASSERT_EQ(got.size(), 1u) << b.key() << " kernel " << k << " should take one " << want.type;
+      EXPECT_EQ(got[0].size, want.bytes) << b.key() << " kernel " << k << " should take one " << want.type;
+    }
     ++compiled;
   }
   EXPECT_GT(compiled, 0);
+}
+
+// The reader of the cubin's parameter table, on a kernel whose layout is known: each
+// parameter at its type's alignment. The 64-byte aligned struct lands at 32, not 64: the
+// block does not start 64-byte aligned in the constant bank, and the compiler aligns the
+// parameter's address there (cuLaunchKernel copies each argument to its place from its own
+// pointer, so ArgPack's host offsets need not match).
+TEST(Nvrtc, KernelParamsAreReadFromTheCubin) {
+  const Nvrtc& n = nvrtc_or_skip();
+  RenderedProgram r;
+  r.name = "param_probe";
+  r.source =
+      "struct alignas(64) Desc { unsigned long long w[16]; };\n"
+      "extern \"C\" __global__ void probe(int a, void* p, Desc d, char c, double x) {\n"
+      "  if (a == 7) *static_cast<double*>(p) = d.w[3] + c + x;\n"
+      "}\n";
+  r.name_expressions = {"probe"};
+  const Arch sm80 = *Arch::parse("sm_80");
+  const CompiledBinary bin = n.compile(r, sm80, default_nvrtc_options(sm80));
+  EXPECT_EQ(test::kernel_params(bin.cubin, "probe"),
+            (std::vector<test::KernelParam>{{0, 0, 4}, {1, 8, 8}, {2, 32, 128}, {3, 160, 1}, {4, 168, 8}}));
+  EXPECT_THROW(test::kernel_params(bin.cubin, "absent"), std::runtime_error);
+  EXPECT_THROW(test::kernel_params("not an elf", "probe"), std::runtime_error);
 }
 
 TEST(Nvrtc, CompileErrorCarriesLogOptionsAndHash) {

@@ -34,6 +34,38 @@ TEST_F(OpsArgs, EveryFamilyRegistersOpsWithASchema) {
   EXPECT_EQ(ops::find_op("no_such.op"), nullptr);
 }
 
+// Every program of every family has a declared kernel argument, and a bind that packs
+// anything else is refused before a launch could read garbage.
+TEST_F(OpsArgs, EveryProgramDeclaresTheArgumentItsKernelsTake) {
+  Runtime rt(opts());
+  for (const Program& p : rt.registry().programs()) {
+    const ops::FamilyOps* f = ops::find_family(p.family);
+    ASSERT_NE(f, nullptr) << p.name;
+    ASSERT_TRUE(f->kernel_args) << f->name;
+    for (size_t k = 0; k < p.kernels.size(); ++k) {
+      const ops::KernelArgs want = f->kernel_args(p, int(k));
+      EXPECT_FALSE(want.type.empty()) << p.name << " kernel " << k;
+      EXPECT_GT(want.bytes, 0u) << p.name;
+      PlannedStage stage;
+      stage.program = &p;
+      stage.kernel = int(k);
+      LaunchStage ls;
+      std::vector<unsigned char> blob(want.bytes);
+      ls.args.add_bytes(blob.data(), blob.size(), 8);
+      EXPECT_NO_THROW(ops::check_packed_args(*f, stage, ls));
+      LaunchStage two;
+      two.args.add(1);
+      two.args.add(2);
+      try {
+        ops::check_packed_args(*f, stage, two);
+        ADD_FAILURE() << p.name << ": two ints passed for one " << want.type;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the kernel takes one " + want.type), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 // Every op, with fake tensors of its first dtypes: the name checks come before its own.
 TEST_F(OpsArgs, NamesAndOptionsAreCheckedForEveryOp) {
   Runtime rt(opts());

@@ -4,10 +4,11 @@
 // wgmma, persistent, one CTA per SM) and a portable one (sm_80+: mma.sync), one kernel each, so
 // a first call compiles only the kernel it runs (a cold NVRTC compile is per program). Tile
 // shapes live in "params" and in the program names, so tuning adds programs and windows here.
-// Launch geometry (threads, smem, kind) comes from "params" too (runtime/ops_grouped_gemm.cpp
-// reads it); "smem" also lets the planner pass over a program that needs more shared memory
-// than the device allows.
+// Launch geometry (threads, smem, kind) comes from "params" too (the binder reads it), computed
+// by the contract the kernels share (grouped_gemm_contract.h); "smem" also lets the planner pass
+// over a program that needs more shared memory than the device allows.
 #include "family.hpp"
+#include "grouped_gemm_contract.h"
 
 namespace cake::codegen {
 namespace {
@@ -16,16 +17,18 @@ using nlohmann::json;
 
 struct OpSpec {
   const char* name;  // fwd, dgrad, wgrad
-  int index;         // the templates' kOp
+  int index;         // the templates' kOp (gg::kOpFwd, ...)
   const char* a;     // call arguments of the kernel's operands
   const char* b;
   const char* out;
 };
-const OpSpec kOps[] = {{"fwd", 0, "x", "w", "y"}, {"dgrad", 1, "g", "w", "dx"}, {"wgrad", 2, "g", "x", "dw"}};
+const OpSpec kOps[] = {{"fwd", gg::kOpFwd, "x", "w", "y"},
+                       {"dgrad", gg::kOpDgrad, "g", "w", "dx"},
+                       {"wgrad", gg::kOpWgrad, "g", "x", "dw"}};
 
 // The (out dtype, accumulate) kinds of each op: a program (and a route) each.
 std::vector<std::pair<std::string, bool>> out_kinds(const OpSpec& op) {
-  if (op.index != 2) return {{"bf16", false}};
+  if (op.index != gg::kOpWgrad) return {{"bf16", false}};
   return {{"bf16", false}, {"f32", false}, {"f32", true}};
 }
 
@@ -34,24 +37,20 @@ const char* cbool(bool b) { return b ? "true" : "false"; }
 
 // Hopper: 128 x 256 tiles, 4 stages, raster bands of 16 row blocks, clusters of 1 with the
 // dynamic tile schedule (the measured choices: docs/decisions.md); a producer warpgroup and
-// two consumer warpgroups. smem mirrors cake::gg::sm90_smem_bytes
-// (templates/sm90_grouped_gemm.cuh): the stage ring, four 8 KB epilogue slices, slack and
-// barriers.
+// two consumer warpgroups.
 struct Sm90Tile {
   int bm = 128, bn = 256, stages = 4, raster = 16, cluster = 1;
-  int threads() const { return 384; }
-  int smem() const { return stages * (bm + bn) * 128 + 4 * 8192 + 2048; }
+  int threads() const { return gg::kSm90Threads; }
+  int smem() const { return gg::sm90_smem_bytes(bm, bn, stages); }
   std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
 };
 
 // Portable: 128 x 128 x 32 tiles, 4 stages, 2 x 2 warps (64 x 64 per warp: 2x4 reads shared
-// memory ~1.4x more per mma; docs/decisions.md, portable tile). Mirrors
-// cake::gg::portable_smem_bytes (templates/smxx_grouped_gemm.cuh): bf16 A and B tiles of
-// every stage.
+// memory ~1.4x more per mma; docs/decisions.md, portable tile).
 struct PortableTile {
   int bm = 128, bn = 128, bk = 32, stages = 4, warps_m = 2, warps_n = 2;
   int threads() const { return warps_m * warps_n * 32; }
-  int smem() const { return stages * (bm + bn) * bk * 2; }
+  int smem() const { return gg::portable_smem_bytes(bm, bn, bk, stages); }
   std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
 };
 
@@ -61,7 +60,7 @@ json kernel_list(const std::string& out, bool acc) {
 
 // wgrad program names carry the out dtype (and accumulate); fwd and dgrad have one.
 std::string kind_tag(const OpSpec& op, const std::string& out, bool acc) {
-  return op.index == 2 ? "_" + out + (acc ? "_acc" : "") : "";
+  return op.index == gg::kOpWgrad ? "_" + out + (acc ? "_acc" : "") : "";
 }
 
 // `compact`: the template's kCompact: the same bits from a kernel that compiles faster and runs
@@ -86,10 +85,9 @@ ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t, const std::string&
   // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
   // walk round-robin and need none. The last wave's tiles split along the reduction
   // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; docs/decisions.md,
-  // tail split): the flags after the counters (cake::gg::kMaxSplitSlots) and an FP32 tile of
-  // workspace per SM.
+  // tail split): the flags after the counters and an FP32 tile of workspace per SM.
   if (t.cluster == 1) {
-    p.params["counters"] = 2 + 1022;
+    p.params["counters"] = gg::kCounterInts;
     p.params["workspace_per_sm"] = t.bm * t.bn * 4;
   }
   return p;
@@ -151,7 +149,7 @@ FamilySpec family_spec_grouped_gemm() {
       f.programs.push_back(hp);
       f.programs.push_back(pp);
       // wgrad names carry the out dtype (and accumulate); fwd and dgrad have one.
-      std::string prefix = std::string(op.name) + (op.index == 2 ? (acc ? "_acc_" : "_") + out : "") +
+      std::string prefix = std::string(op.name) + (op.index == gg::kOpWgrad ? (acc ? "_acc_" : "_") + out : "") +
                            (acc ? "_fused" : "");
       json hopper = {{"name", prefix + "_sm90_" + sm90.tag()},
                      {"stages", {gemm_stage(hp.name, op, op.out)}},
@@ -165,7 +163,7 @@ FamilySpec family_spec_grouped_gemm() {
       candidates.push_back(hopper);
       candidates.push_back(port);
     }
-    if (op.index == 2) {
+    if (op.index == gg::kOpWgrad) {
       // Composed accumulate: dW into a scratch of dw's dtype (the non-accumulating kernel,
       // which writes zeros for empty groups), then dw = dw + scratch. For f32 this is
       // bitwise the fused result; it serves when no fused candidate can. bf16 accumulates

@@ -4,6 +4,7 @@
 // (runtime H, any multiple of 8) serves the rest, and is the portable (sm_80+) one too.
 // Routes are chosen by (H, T, weight dtype, residual). Launch geometry comes from "params".
 #include "family.hpp"
+#include "rmsnorm_contract.h"
 
 namespace cake::codegen {
 namespace {
@@ -42,16 +43,6 @@ int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : 512; }
 int bwd_vec(int h) { return h == 5120 || h == 6144 ? 4 : 8; }
 constexpr int kFinalizeThreads = 256;
 
-// Rows a block of `threads` covers at once: the kernel's kRows (kTPR threads per row, one
-// `vec`-element access each).
-int rows_per_block(int h, int threads, int vec) {
-  if (h == 0) return 1;
-  int tpr = 1;
-  while (tpr < h / vec) tpr *= 2;
-  tpr = std::min(tpr, threads);
-  return threads / tpr;
-}
-
 std::string sfx(int h) { return h == 0 ? "any" : std::to_string(h); }
 
 }  // namespace
@@ -85,7 +76,7 @@ FamilySpec family_spec_rmsnorm() {
                              std::to_string(ft) + ", " + (res ? "true" : "false") + ">");
         kparams.push_back({{"w", w}, {"residual", res}});
       }
-    pf.params = {{"op", "fwd"}, {"h", h}, {"threads", ft}, {"rows_per_block", rows_per_block(h, ft, 8)},
+    pf.params = {{"op", "fwd"}, {"h", h}, {"threads", ft}, {"rows_per_block", rms::rows_per_block(h, 8, ft)},
                  {"kernels", kparams}};
     f.programs.push_back(pf);
     for (size_t k = 0; k < kparams.size(); ++k) {
@@ -119,7 +110,7 @@ FamilySpec family_spec_rmsnorm() {
                              (comp ? "true" : "false") + ">");
         bparams.push_back({{"w", w}, {"chunk_rows", chunk}, {"compensated", comp}});
       }
-    pb.params = {{"op", "bwd"}, {"h", h}, {"threads", bt}, {"rows_per_block", rows_per_block(h, bt, bwd_vec(h))},
+    pb.params = {{"op", "bwd"}, {"h", h}, {"threads", bt}, {"rows_per_block", rms::rows_per_block(h, bwd_vec(h), bt)},
                  {"kernels", bparams}};
     f.programs.push_back(pb);
     for (size_t k = 0; k < bparams.size(); ++k) {

@@ -31,10 +31,14 @@ class ArgPack {
   void add(const T& v) {
     static_assert(alignof(T) <= kMaxAlign, "ArgPack aligns arguments to at most 64 bytes");
     static_assert(std::is_trivially_copyable_v<T>, "kernel arguments are copied as bytes");
-    size_t off = (size_ + alignof(T) - 1) / alignof(T) * alignof(T);
-    size_ = off + sizeof(T);
+    add_bytes(&v, sizeof(T), alignof(T));
+  }
+  // `size` bytes aligned to `align` (a power of two, at most kMaxAlign).
+  void add_bytes(const void* bytes, size_t size, size_t align) {
+    size_t off = (size_ + align - 1) / align * align;
+    size_ = off + size;
     blocks_.resize((size_ + kMaxAlign - 1) / kMaxAlign);
-    std::memcpy(data() + off, &v, sizeof(T));
+    std::memcpy(data() + off, bytes, size);
     offsets_.push_back(off);
   }
   // Pointers into the buffer, as cuLaunchKernel takes them. Valid while the pack lives and

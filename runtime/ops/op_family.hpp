@@ -60,15 +60,29 @@ struct OpSpec {
 using StageBinder = std::function<void(const Plan& plan, const PlannedStage& stage, const ArgMap& args,
                                        int64_t elements, int sms, LaunchStage& out)>;
 
+// The one argument a kernel of the family's programs takes: a struct of its contract header
+// (templates/<family>/<family>_contract.h), by value. Empty `type`: not a program of this
+// family's kinds.
+struct KernelArgs {
+  std::string type;
+  size_t bytes = 0;
+};
+
 struct FamilyOps {
   std::string name;
   std::vector<OpSpec> ops;
   StageBinder bind_stage;  // may be empty: the family's programs serve only its own ops
+  // What the binders pack for a program's kernel. Every bind is checked against it, and a
+  // test checks it against each compiled kernel's parameter list (tests/test_nvrtc.cpp).
+  std::function<KernelArgs(const Program& program, int kernel)> kernel_args;
 };
 
 // Every family with a runtime/ops/<family>/ folder, in name order.
 const std::vector<const FamilyOps*>& op_families();
 const FamilyOps* find_family(const std::string& name);
 const OpSpec* find_op(const std::string& op);
+
+// Throws unless `ls` holds exactly the argument `family` declares for the stage's kernel.
+void check_packed_args(const FamilyOps& family, const PlannedStage& stage, const LaunchStage& ls);
 
 }  // namespace cake::ops

@@ -31,6 +31,17 @@ const OpSpec* find_op(const std::string& op) {
   return nullptr;
 }
 
+void check_packed_args(const FamilyOps& family, const PlannedStage& stage, const LaunchStage& ls) {
+  const KernelArgs want = family.kernel_args ? family.kernel_args(*stage.program, stage.kernel) : KernelArgs{};
+  const std::string where = "program " + stage.program->name + " kernel " + std::to_string(stage.kernel);
+  if (want.type.empty())
+    throw Error(where + ": family '" + family.name + "' declares no argument struct for it");
+  if (ls.args.offsets().size() != 1 || ls.args.size() != want.bytes)
+    throw Error(where + ": the binder packed " + std::to_string(ls.args.offsets().size()) + " arguments (" +
+                std::to_string(ls.args.size()) + " bytes); the kernel takes one " + want.type + " (" +
+                std::to_string(want.bytes) + " bytes)");
+}
+
 namespace {
 
 std::string known_ops() {
@@ -50,10 +61,15 @@ std::string arg_names(const OpSpec& spec) {
 // family's stage binder; every other stage, the op's family's own or a user registry's
 // program that names no family, to the op's binder.
 Binder dispatching_binder(const std::string& family, Binder own, int64_t elements, int sms) {
-  return [family, own = std::move(own), elements, sms](const Plan& plan, const PlannedStage& s, const ArgMap& args,
-                                                      LaunchStage& ls) {
+  const FamilyOps* own_family = find_family(family);
+  return [family, own_family, own = std::move(own), elements, sms](const Plan& plan, const PlannedStage& s,
+                                                                  const ArgMap& args, LaunchStage& ls) {
     const FamilyOps* other = s.program->family == family ? nullptr : find_family(s.program->family);
-    if (other == nullptr) return own(plan, s, args, ls);
+    if (other == nullptr) {
+      own(plan, s, args, ls);
+      if (own_family != nullptr) check_packed_args(*own_family, s, ls);
+      return;
+    }
     if (!other->bind_stage)
       throw Error("program " + s.program->name + " of family '" + s.program->family +
                   "' has no stage binder for a route of " + plan.op);
@@ -61,6 +77,7 @@ Binder dispatching_binder(const std::string& family, Binder own, int64_t element
       throw Error("a route of " + plan.op + " runs program " + s.program->name + " of family '" +
                   s.program->family + "', but " + plan.op + " does not take composed stages");
     other->bind_stage(plan, s, args, elements, sms, ls);
+    check_packed_args(*other, s, ls);
   };
 }
 

@@ -1,12 +1,9 @@
 // Scalar types and conversions shared by every template. Device code only; no system
 // headers, so a cold NVRTC compile stays small (sm_80+: uses cvt.*.bf16).
 #pragma once
+#include "contract_base.h"
 
 namespace cake {
-
-struct bf16 {
-  unsigned short bits;
-};
 
 template <typename T>
 __device__ __forceinline__ float to_f32(T v);

@@ -49,32 +49,17 @@
 // stored (fwd, dgrad); in wgrad they would enter the reduction, so the consumers zero those
 // rows of the last K block in shared memory before the wgmma reads it.
 //
-// Host contract (runtime/ops_grouped_gemm.cpp): block 384, dynamic smem sm90_smem_bytes,
-// grid a multiple of kCluster (one CTA per SM), `sched` two int32 zeros or null (with the
-// split: 2 + kMaxSplitSlots zeros), `split_ws` null or split_ctas x kBM x kBN floats,
-// `split_ctas` the device's SM count, bf16 maps with 128-byte swizzle:
+// Host contract (grouped_gemm_contract.h: Sm90Args, sm90_smem_bytes, the counters): block
+// kSm90Threads, grid a multiple of kCluster (one CTA per SM), bf16 maps with 128-byte swizzle:
 //   fwd:   A = x {K, M} box {64, 128};  B = w {K, N, E} box {64, kBN / kCluster, 1};  out y {N, M}
 //   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
 //   wgrad: A = g {N, M} box {64, 64};   B = x {K, M} box {64, 64};                    out dw {K, N, E}
 //   out boxes {128 / sizeof(OutT), 64 (, 1)} in out's dtype.
 #pragma once
+#include "grouped_gemm_contract.h"
 #include "smxx_types.cuh"
 
 namespace cake::gg {
-
-// A CUtensorMap, passed by value as a __grid_constant__ kernel parameter.
-struct alignas(64) TmaDesc {
-  unsigned long long words[16];
-};
-
-constexpr int kOpFwd = 0, kOpDgrad = 1, kOpWgrad = 2;
-
-// Dynamic shared memory the host passes: the stage ring, four 8 KB epilogue slices (two per
-// consumer), 1024-byte alignment slack, barriers, the tile ring and the wgrad group order.
-template <int kBM, int kBN, int kStages>
-__host__ __device__ constexpr int sm90_smem_bytes() {
-  return kStages * (kBM + kBN) * 128 + 4 * 8192 + 2048;
-}
 
 namespace sm90 {
 
@@ -272,9 +257,6 @@ struct Tile {
   int kb0, kb1, part, parts, slot;
 };
 
-// The split tail's parts per tile, at most, and the workspace slots it may use (the flags
-// after the two schedule counters fill the 1024 int32 counters a launch may own).
-constexpr int kMaxSplitParts = 4, kMaxSplitSlots = 1022;
 // A part's rows, at least: passing a 128 KB sum on costs a part about as much as a tile's
 // idle tail saves until parts are about this long (docs/decisions.md: shorter parts ran
 // slower than no split on the H200).
@@ -457,12 +439,16 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
 // the k loop).
 template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster,
           bool kCompact = false>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(384, 1)
-    sm90_grouped_gemm(const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
-                      const __grid_constant__ TmaDesc tma_out, OutT* __restrict__ out, const int* __restrict__ offs,
-                      int* __restrict__ sched, int num_groups, int m, int n, int k, float* __restrict__ split_ws,
-                      int split_ctas) {
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads, 1)
+    sm90_grouped_gemm(const __grid_constant__ Sm90Args args) {
   using namespace sm90;
+  // The maps stay in parameter space (TMA takes their addresses there).
+  const TmaDesc &tma_a = args.a, &tma_b = args.b, &tma_out = args.out_map;
+  OutT* __restrict__ const out = static_cast<OutT*>(args.out);
+  const int* __restrict__ const offs = args.offs;
+  int* __restrict__ const sched = args.sched;
+  float* __restrict__ const split_ws = args.split_ws;
+  const int num_groups = args.groups, m = args.m, n = args.n, k = args.k, split_ctas = args.split_ctas;
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
   static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
   static_assert(!kAccumulate || sizeof(OutT) == 4, "accumulate is fused for FP32 out only");

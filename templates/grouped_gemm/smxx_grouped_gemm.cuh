@@ -39,7 +39,7 @@
 // Contract (the host checks it): K % 8 == 0, N % 8 == 0, a, b, out 16-byte aligned, M, N, K,
 // E >= 1, offs non-decreasing with offs[E-1] <= M (out-of-range offsets are clamped, never
 // followed). Block: kWarpsM * kWarpsN * 32 threads; dynamic shared memory:
-// portable_smem_bytes<...>() bytes (above 48 KB the host must raise the function's limit);
+// portable_smem_bytes (grouped_gemm_contract.h; above 48 KB the host raises the function's limit);
 // grid: SMs x occupancy (any grid is correct, the bits do not depend on it).
 //
 // Tiles. kBM, kBN multiples of 64, kBK 32 or 64, warp tile (kBM / kWarpsM) x (kBN / kWarpsN)
@@ -50,16 +50,10 @@
 // 404 / 406 / 366. 2 x 4 warps (64 x 32 warp tiles) reads shared memory ~1.4x more per mma
 // and ran at ~340; 128 x 256 at one CTA per SM ~300-320.
 #pragma once
+#include "grouped_gemm_contract.h"
 #include "smxx_types.cuh"
 
 namespace cake::gg {
-
-// Dynamic shared memory the host passes at launch.
-template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kBK, int kStages,
-          int kWarpsM, int kWarpsN>
-__host__ __device__ constexpr int portable_smem_bytes() {
-  return kStages * (kBM + kBN) * kBK * 2;
-}
 
 namespace detail {
 
@@ -220,11 +214,14 @@ template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kBK, i
 __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
                                   detail::min_blocks(kWarpsM * kWarpsN * 32,
                                                      kBM * kBN / (kWarpsM * kWarpsN * 32)))
-    portable_grouped_gemm(
-    const bf16* __restrict__ a, const bf16* __restrict__ b, OutT* __restrict__ out,
-    const int* __restrict__ offs, int num_groups, int m, int n, int k) {
+    portable_grouped_gemm(const PortableArgs args) {
   using namespace detail;
-  static_assert(kOp >= 0 && kOp <= 2, "kOp: 0 fwd, 1 dgrad, 2 wgrad");
+  const bf16* __restrict__ const a = static_cast<const bf16*>(args.a);
+  const bf16* __restrict__ const b = static_cast<const bf16*>(args.b);
+  OutT* __restrict__ const out = static_cast<OutT*>(args.out);
+  const int* __restrict__ const offs = args.offs;
+  const int num_groups = args.groups, m = args.m, n = args.n, k = args.k;
+  static_assert(kOp == kOpFwd || kOp == kOpDgrad || kOp == kOpWgrad, "kOp");
   static_assert(kBK == 32 || kBK == 64, "kBK: 32 or 64");
   static_assert(kStages >= 2, "kStages >= 2");
   static_assert(kBM % 64 == 0 && kBN % 64 == 0, "kBM, kBN: multiples of 64");
@@ -232,7 +229,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
   constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;  // warp tile
   static_assert(kWM % 16 == 0 && kWN % 16 == 0, "warp tile: multiples of 16 x 16");
   constexpr int kMI = kWM / 16, kNI = kWN / 8;  // mma tiles per warp
-  constexpr bool kAOC = kOp == 2, kBOC = kOp >= 1;
+  constexpr bool kAOC = kOp == kOpWgrad, kBOC = kOp != kOpFwd;
   using LA = TileLoader<kAOC, kBM, kBK, kThreads>;
   using LB = TileLoader<kBOC, kBN, kBK, kThreads>;
   constexpr int kBand = 8;  // m blocks per raster band
@@ -271,13 +268,13 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
     }
   }
 
-  const int out_cols = kOp == 0 ? n : k;
+  const int out_cols = kOp == kOpFwd ? n : k;
   const int nbn = static_cast<int>(cdiv(out_cols, kBN));
   const int nbm_w = static_cast<int>(cdiv(n, kBM));  // wgrad: m blocks over N
   // Tile indices are int: a tile holds kBM * kBN >= 4096 outputs, so any output that fits in
   // memory has far fewer than 2^31 tiles (the per-group padding adds at most E * nbn).
   auto tiles_of = [&](int rows) -> int {
-    if constexpr (kOp == 2) {
+    if constexpr (kOp == kOpWgrad) {
       return (kAccumulate && rows == 0) ? 0 : nbm_w * nbn;
     } else {
       return static_cast<int>(cdiv(rows, kBM)) * nbn;
@@ -298,7 +295,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
 
     // tile -> (m block, n block) of group e, banded raster.
     const int rows = g1 - g0;
-    const int nbm = kOp == 2 ? nbm_w : static_cast<int>(cdiv(rows, kBM));
+    const int nbm = kOp == kOpWgrad ? nbm_w : static_cast<int>(cdiv(rows, kBM));
     const int local = tile - t_begin;
     const int band_tiles = kBand * nbn;
     const int band = local / band_tiles;
@@ -311,11 +308,11 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
     LB lb;
     int red_len;
     const long long w_off = static_cast<long long>(e) * n * k;
-    if constexpr (kOp == 0) {
+    if constexpr (kOp == kOpFwd) {
       la.init(a, k, g0 + mb * kBM, g1, 0, k, tid);
       lb.init(b + w_off, k, nb * kBN, n, 0, k, tid);
       red_len = k;
-    } else if constexpr (kOp == 1) {
+    } else if constexpr (kOp == kOpDgrad) {
       la.init(a, n, g0 + mb * kBM, g1, 0, n, tid);
       lb.init(b + w_off, k, nb * kBN, k, 0, n, tid);
       red_len = n;
@@ -392,10 +389,10 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
 
     // Epilogue straight from the fragments: c0,c1 at (g, 2t..2t+1), c2,c3 at (g + 8, ..).
     // cols_valid is a multiple of 8, so a pair is all in or all out.
-    const int ld_out = kOp == 0 ? n : k;
+    const int ld_out = kOp == kOpFwd ? n : k;
     const int cols_valid = out_cols - nb * kBN;
-    const int rows_valid = (kOp == 2 ? n : rows) - mb * kBM;
-    const long long out_row0 = (kOp == 2 ? static_cast<long long>(e) * n : g0) + mb * kBM;
+    const int rows_valid = (kOp == kOpWgrad ? n : rows) - mb * kBM;
+    const long long out_row0 = (kOp == kOpWgrad ? static_cast<long long>(e) * n : g0) + mb * kBM;
     OutT* obase = out + out_row0 * ld_out + static_cast<long long>(nb) * kBN;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
 #pragma unroll

@@ -25,15 +25,11 @@
 // --fmad or --use_fast_math. rstd = __frcp_rn(__fsqrt_rn(mean + eps)), i.e. a correctly
 // rounded 1.0f / sqrtf (not the approximate rsqrtf; it is once per row, so free).
 #pragma once
+#include "rmsnorm_contract.h"
 #include "smxx_types.cuh"
 
 namespace cake::rms {
 
-__host__ __device__ constexpr int pow2ceil(int n) {
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
 __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 __host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }
 
@@ -47,8 +43,8 @@ struct Layout {
                 "kThreads: a power of two in 32..1024");
   static_assert(kH >= 0 && kH % kVec == 0, "kH: 0 (runtime h) or a multiple of kVec");
   static constexpr int kNVec = kH / kVec;
-  static constexpr int kTPR = (kH > 0 && kNVec < kThreads) ? pow2ceil(kNVec) : kThreads;
-  static constexpr int kRows = kThreads / kTPR;
+  static constexpr int kTPR = threads_per_row(kH, kVec, kThreads);
+  static constexpr int kRows = rows_per_block(kH, kVec, kThreads);
   static constexpr int kNeed = kH > 0 ? (kNVec + kTPR - 1) / kTPR : 0;
   static constexpr bool kFits = kH > 0 && kNeed <= cmax(1, kFitElems / kVec);
   static constexpr int kSlots = kFits ? kNeed : cmax(1, kStreamElems / kVec);
@@ -215,9 +211,17 @@ __device__ __forceinline__ BVec<kVec> dx_vec(const BVec<kVec>& dyv, const BVec<k
 // natural one, fewer blocks just loop). Writes y, rstd, and h_out when kResidual.
 template <typename TW, int kH, int kVec, int kThreads, bool kResidual>
 __global__ void __launch_bounds__(kThreads)
-    fwd(bf16* y, float* rstd, bf16* h_out, const bf16* x, const bf16* residual, const TW* w,
-        long long rows, int h, long long x_stride, long long res_stride, long long y_stride,
-        long long h_stride, float eps) {
+    fwd(const FwdArgs args) {
+  bf16* const y = args.y;
+  float* const rstd = args.rstd;
+  bf16* const h_out = args.h_out;
+  const bf16* const x = args.x;
+  const bf16* const residual = args.residual;
+  const TW* const w = static_cast<const TW*>(args.w);
+  const long long rows = args.rows, x_stride = args.x_stride, res_stride = args.res_stride,
+                  y_stride = args.y_stride, h_stride = args.h_stride;
+  const int h = args.h;
+  const float eps = args.eps;
   // 1024 threads get 64 registers each, 512 get 128.
   using L = Layout<kH, kVec, kThreads, (kThreads >= 1024 ? 16 : 32), (kThreads >= 1024 ? 8 : 16)>;
   constexpr int kTPR = L::kTPR, kRows = L::kRows, kSlots = L::kSlots;
@@ -352,9 +356,15 @@ __global__ void __launch_bounds__(kThreads)
 // (kChunkRows, kCompensated, kRows), never on the grid or the SM count.
 template <typename TW, int kH, int kVec, int kThreads, int kChunkRows, bool kCompensated>
 __global__ void __launch_bounds__(kThreads)
-    bwd(bf16* dx, float* partial, const bf16* dy, const bf16* hin, const float* rstd,
-        const TW* w, long long rows, int h, long long dy_stride, long long h_stride,
-        long long dx_stride) {
+    bwd(const BwdArgs args) {
+  bf16* const dx = args.dx;
+  float* const partial = args.partial;
+  const bf16* const dy = args.dy;
+  const bf16* const hin = args.hin;
+  const float* const rstd = args.rstd;
+  const TW* const w = static_cast<const TW*>(args.w);
+  const long long rows = args.rows, dy_stride = args.dy_stride, h_stride = args.h_stride, dx_stride = args.dx_stride;
+  const int h = args.h;
   // Registers per thread ~ 4-5 x elements (current + prefetched row, w, sums): cap at 16,
   // 8 on the runtime-h path from 512 threads (128 registers; float w + compensated spilled).
   // With 1024 threads (64 registers) the next row is not prefetched: a row step of the block
@@ -617,9 +627,13 @@ __global__ void __launch_bounds__(kThreads)
 // column then adds the slice sums in slice order. Many slices keep the loads busy when h is
 // small (few column groups); 8 columns of FP32 are one 32-byte sector of a partial row.
 // kUnroll changes the speed only, never the order.
-template <typename TW, int kThreads, bool kCompensated, int kCols = 8, int kUnroll = 8>
+template <typename TW, int kThreads, bool kCompensated, int kCols = kFinalizeCols, int kUnroll = 8>
 __global__ void __launch_bounds__(kThreads)
-    dw_finalize(TW* dw, const float* partial, long long chunks, int h) {
+    dw_finalize(const FinalizeArgs args) {
+  TW* const dw = static_cast<TW*>(args.dw);
+  const float* const partial = args.partial;
+  const long long chunks = args.chunks;
+  const int h = args.h;
   constexpr int kSlices = kThreads / kCols;
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
   static_assert(kThreads % kCols == 0 && kUnroll >= 1, "whole slices");

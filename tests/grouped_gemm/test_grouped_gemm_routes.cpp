@@ -1,8 +1,10 @@
 // The grouped_gemm family's registry entries and plans (no GPU): which candidate each op,
 // out dtype and accumulate mode gets on Hopper and on sm_80, fused vs composed and the reasons,
 // the shared-memory gate, candidate forcing (API and `cakec plan --candidate`), and the
-// kernel parameter layout the sm90 programs take (two 64-byte aligned TMA descriptors).
+// argument struct the sm90 programs take (three 64-byte aligned TMA descriptors).
 #include <gtest/gtest.h>
+
+#include "grouped_gemm_contract.h"
 
 #include <cstddef>
 
@@ -236,45 +238,33 @@ TEST_F(GroupedGemmRoutes, CliPlanCandidateAndSmem) {
   EXPECT_NE(r.out.find("--max-smem: must be >= 0"), std::string::npos) << r.out;
 }
 
-// The sm90 kernels' parameters: (TmaDesc a, TmaDesc b, TmaDesc out, OutT*, const int*, int,
-// int, int, int) with TmaDesc alignas(64) of 128 bytes. ArgPack must put each where the
-// kernel's parameter layout (a struct of them) does, at addresses aligned as the types are.
-TEST(ArgPackLayout, MatchesTheKernelParameterStruct) {
-  struct alignas(64) Desc {
-    unsigned long long words[16];
-  };
-  struct Params {
-    Desc a, b, out_map;
-    void* out;
-    const int* offs;
-    int e, m, n, k;
-  };
+// The sm90 kernel takes one Sm90Args (grouped_gemm_contract.h) holding three 64-byte aligned
+// TMA descriptors: ArgPack must keep it whole at a 64-byte aligned address. (Nvrtc.
+// EveryBuildCompiles checks the compiled kernels' parameter lists against the same struct.)
+TEST(ArgPackLayout, KeepsTheArgumentStructAligned) {
+  gg::Sm90Args k{};
+  k.a.words[0] = 0x1111, k.b.words[15] = 0x2222, k.out_map.words[7] = 0x3333;
+  k.n = 4096;
+  k.split_ctas = 132;
   ArgPack pack;
-  Desc d1{}, d2{}, d3{};
-  d1.words[0] = 0x1111, d2.words[15] = 0x2222, d3.words[7] = 0x3333;
-  pack.add(d1);
-  pack.add(d2);
-  pack.add(d3);
-  pack.add(static_cast<void*>(nullptr));
-  pack.add(static_cast<const int*>(nullptr));
-  for (int v : {4, 4096, 512, 256}) pack.add(v);
-  const std::vector<size_t> want = {offsetof(Params, a),    offsetof(Params, b), offsetof(Params, out_map),
-                                    offsetof(Params, out),  offsetof(Params, offs), offsetof(Params, e),
-                                    offsetof(Params, m),    offsetof(Params, n), offsetof(Params, k)};
-  EXPECT_EQ(pack.offsets(), want);
-  EXPECT_EQ(pack.offsets(), (std::vector<size_t>{0, 128, 256, 384, 392, 400, 404, 408, 412}));
+  pack.add(k);
+  EXPECT_EQ(pack.offsets(), std::vector<size_t>{0});
+  EXPECT_EQ(pack.size(), sizeof(gg::Sm90Args));
   auto ptrs = pack.pointers();
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(reinterpret_cast<uintptr_t>(ptrs[size_t(i)]) % 64, 0u) << i;
-  EXPECT_EQ(static_cast<const Desc*>(ptrs[0])->words[0], 0x1111u);
-  EXPECT_EQ(static_cast<const Desc*>(ptrs[1])->words[15], 0x2222u);
-  EXPECT_EQ(static_cast<const Desc*>(ptrs[2])->words[7], 0x3333u);
-  EXPECT_EQ(*static_cast<const int*>(ptrs[6]), 4096);
-  EXPECT_EQ(pack.size(), 416u);
-  // A pointer after an int goes to the next 8-byte boundary, as in the struct.
+  ASSERT_EQ(ptrs.size(), 1u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(ptrs[0]) % 64, 0u);
+  const auto* got = static_cast<const gg::Sm90Args*>(ptrs[0]);
+  EXPECT_EQ(got->a.words[0], 0x1111u);
+  EXPECT_EQ(got->b.words[15], 0x2222u);
+  EXPECT_EQ(got->out_map.words[7], 0x3333u);
+  EXPECT_EQ(got->n, 4096);
+  EXPECT_EQ(got->split_ctas, 132);
+  // Arguments after others go to their own alignment, as in a struct.
   ArgPack p2;
   p2.add(1);
   p2.add(static_cast<void*>(nullptr));
-  EXPECT_EQ(p2.offsets(), (std::vector<size_t>{0, 8}));
+  p2.add(k.a);
+  EXPECT_EQ(p2.offsets(), (std::vector<size_t>{0, 8, 64}));
 }
 
 }  // namespace

@@ -2,16 +2,17 @@
 // composed routes use for their elementwise second stage.
 #include <algorithm>
 
+#include "elementwise_contract.h"
 #include "error.hpp"
 #include "op_family.hpp"
 
 namespace cake::ops {
 namespace {
 
-// Kernel parameters, in order, of each elementwise template (smxx_elementwise.cuh); every
-// kernel ends with the element count n.
-const std::map<std::string, std::vector<std::string>> kParams = {
-    {"add", {"out", "a", "b"}}, {"cast", {"out", "in"}}, {"cast_accumulate", {"out", "in"}}};
+// The tensors each elementwise kernel reads, by parameter name: they fill ElementwiseArgs'
+// `a` and `b` (elementwise_contract.h).
+const std::map<std::string, std::vector<std::string>> kInputs = {
+    {"add", {"a", "b"}}, {"cast", {"in"}}, {"cast_accumulate", {"in"}}};
 
 // A stage of an elementwise program over n elements. Kernel parameters are resolved through
 // the stage's bind map ("out" -> "scratch", ...), so the same binding serves other
@@ -21,19 +22,29 @@ Binder elementwise_binder(int64_t n, int sm_count) {
     const auto& params = s.program->params;
     const std::string op = params.at("op").get<std::string>();
     const int vec = params.at("vec").get<int>();
-    for (const auto& param : kParams.at(op)) {
-      auto bound = s.bind.find(param);
-      const std::string& arg = bound == s.bind.end() ? param : bound->second;
-      ls.args.add(reinterpret_cast<void*>(args.at(arg)));
-    }
-    ls.args.add(static_cast<long long>(n));
+    auto bound = [&](const std::string& param) {
+      auto it = s.bind.find(param);
+      return args.at(it == s.bind.end() ? param : it->second);
+    };
+    const std::vector<std::string>& inputs = kInputs.at(op);
+    ew::ElementwiseArgs k{};
+    k.out = reinterpret_cast<void*>(bound("out"));
+    k.a = reinterpret_cast<const void*>(bound(inputs[0]));
+    k.b = inputs.size() > 1 ? reinterpret_cast<const void*>(bound(inputs[1])) : nullptr;
+    k.n = n;
+    ls.args.add(k);
     // A grid-stride loop: enough blocks to fill the chip a few times over, no more.
-    const int64_t threads = 256;
+    const int64_t threads = ew::kThreads;
     const int64_t groups = n / vec;
     const int64_t blocks = std::clamp<int64_t>((groups + threads - 1) / threads, 1, int64_t(sm_count) * 8);
     ls.grid[0] = unsigned(blocks);
     ls.block[0] = unsigned(threads);
   };
+}
+
+KernelArgs kernel_args(const Program& program, int) {
+  if (!kInputs.count(program.params.value("op", ""))) return {};
+  return {"cake::ew::ElementwiseArgs", sizeof(ew::ElementwiseArgs)};
 }
 
 Problem base_problem(const std::string& op, const std::vector<const TensorView*>& args, int64_t n,
@@ -110,7 +121,8 @@ const FamilyOps& op_family_elementwise() {
       // The second half of other families' composed routes: out += scratch over their output.
       [](const Plan& plan, const PlannedStage& s, const ArgMap& args, int64_t elements, int sms, LaunchStage& ls) {
         elementwise_binder(elements, sms)(plan, s, args, ls);
-      }};
+      },
+      kernel_args};
   return family;
 }
 

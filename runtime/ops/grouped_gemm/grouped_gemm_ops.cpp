@@ -1,8 +1,7 @@
 // grouped_gemm ops: ragged BF16 grouped GEMM for MoE experts (fwd, dgrad, wgrad with BF16 or
 // FP32 output and accumulate), groups given by device offsets and never read on the host.
-// The kernels' signatures (templates/sm90_grouped_gemm.cuh, templates/smxx_grouped_gemm.cuh)
-// are mirrored here: argument order, the TMA descriptors the sm90 programs take by value,
-// and the launch geometry of each kind of program.
+// The binder fills the argument struct each kernel takes (grouped_gemm_contract.h): the TMA
+// descriptors of the sm90 programs, and the launch geometry of each kind of program.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -10,21 +9,14 @@
 
 #include "driver.hpp"
 #include "error.hpp"
+#include "grouped_gemm_contract.h"
 #include "op_family.hpp"
 
 namespace cake::ops {
 namespace {
 
-// Host mirror of cake::gg::TmaDesc: a CUtensorMap passed by value as a __grid_constant__
-// parameter. The kernel declares it alignas(64); the toolkit's CUtensorMap is alignas(128)
-// in CUDA 13, so the bytes are copied into this type and ArgPack lays it out as the kernel
-// does (descriptors at offsets 0, 128 and 256, then the pointers at 384).
-struct alignas(64) TmaDesc {
-  unsigned long long words[16];
-};
-static_assert(sizeof(TmaDesc) == 128 && sizeof(CUtensorMap) == 128);
-
-enum class GgOp { fwd, dgrad, wgrad };
+using gg::TmaDesc;
+static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "a tensor map is copied into a TmaDesc");
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
@@ -101,13 +93,13 @@ struct TensorSpec {
 struct GgSpec {
   TensorSpec out, a, b;
 };
-const GgSpec& spec(GgOp op) {
+const GgSpec& spec(int op) {
   static const GgSpec fwd{{"y", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
   static const GgSpec dgrad{{"dx", "MK", {DType::bf16}}, {"g", "MN", {DType::bf16}}, {"w", "ENK", {DType::bf16}}};
   // Contiguity also rules out an expanded or self-overlapping dw, which accumulate would
   // read and write through several aliases.
   static const GgSpec wgrad{{"dw", "ENK", {DType::bf16, DType::f32}}, {"g", "MN", {DType::bf16}}, {"x", "MK", {DType::bf16}}};
-  return op == GgOp::fwd ? fwd : op == GgOp::dgrad ? dgrad : wgrad;
+  return op == gg::kOpFwd ? fwd : op == gg::kOpDgrad ? dgrad : wgrad;
 }
 
 std::string dims_text(const char* dims) {
@@ -118,7 +110,7 @@ std::string dims_text(const char* dims) {
 
 // The dims come from the inputs (a, then b; E from offs when neither has it), each checked
 // where it is first seen; then every tensor's full shape, dtype, layout and alignment.
-Checked check(GgOp op, const OpCall& call) {
+Checked check(int op, const OpCall& call) {
   const GgSpec& sp = spec(op);
   Checked c;
   c.tensors = {call.at(sp.out.name), call.at(sp.a.name), call.at(sp.b.name), call.at("offs")};
@@ -193,7 +185,7 @@ int param_int(const PlannedStage& s, const char* name) { return s.program->param
 
 // `sm_count`: the SMs the launch fills (max_sms); `device_sms`: the device's, which the tail
 // split is planned for, so that a capped grid computes the same bits.
-Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count, int device_sms) {
+Binder grouped_gemm_binder(Runtime& rt, int op, const Checked& c, int sm_count, int device_sms) {
   const uint64_t M = uint64_t(c.m), N = uint64_t(c.n), K = uint64_t(c.k), E = uint64_t(c.e);
   Runtime* rtp = &rt;
   return [=](const Plan&, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
@@ -203,6 +195,7 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count,
     const std::string kind = s.program->params.at("kind").get<std::string>();
     const int threads = param_int(s, "threads"), smem = param_int(s, "smem");
     if (kind == "sm90") {
+      gg::Sm90Args k{};
       // The maps of the kernel's host contract (sm90_grouped_gemm.cuh): operand boxes of 64
       // inner elements (128 bytes, the swizzle span); the output box 128 bytes by 64 rows in
       // the output's dtype (the composed route's scratch has it too).
@@ -211,32 +204,49 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count,
       const DType ot = s.program->params.at("kernels").at(size_t(s.kernel)).at("out") == "f32" ? DType::f32 : DType::bf16;
       const uint64_t osz = uint64_t(dtype_size(ot));
       const uint32_t obox = uint32_t(128 / osz);
-      TmaDesc ta, tb, to;
       switch (op) {
-        case GgOp::fwd:
-          ta = encode_tma(DType::bf16, a, {K, M}, {2 * K}, {64, bm}, "x");
-          tb = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, bn / cluster, 1}, "w");
-          to = encode_tma(ot, out, {N, M}, {osz * N}, {obox, 64}, "y");
+        case gg::kOpFwd:
+          k.a = encode_tma(DType::bf16, a, {K, M}, {2 * K}, {64, bm}, "x");
+          k.b = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, bn / cluster, 1}, "w");
+          k.out_map = encode_tma(ot, out, {N, M}, {osz * N}, {obox, 64}, "y");
           break;
-        case GgOp::dgrad:
-          ta = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, bm}, "g");
-          tb = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, 64, 1}, "w");
-          to = encode_tma(ot, out, {K, M}, {osz * K}, {obox, 64}, "dx");
+        case gg::kOpDgrad:
+          k.a = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, bm}, "g");
+          k.b = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, 64, 1}, "w");
+          k.out_map = encode_tma(ot, out, {K, M}, {osz * K}, {obox, 64}, "dx");
           break;
-        case GgOp::wgrad:
-          ta = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, 64}, "g");
-          tb = encode_tma(DType::bf16, b, {K, M}, {2 * K}, {64, 64}, "x");
-          to = encode_tma(ot, out, {K, N, E}, {osz * K, osz * N * K}, {obox, 64, 1}, "dw");
+        default:
+          k.a = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, 64}, "g");
+          k.b = encode_tma(DType::bf16, b, {K, M}, {2 * K}, {64, 64}, "x");
+          k.out_map = encode_tma(ot, out, {K, N, E}, {osz * K, osz * N * K}, {obox, 64, 1}, "dw");
           break;
       }
-      ls.args.add(ta);
-      ls.args.add(tb);
-      ls.args.add(to);
+      k.out = reinterpret_cast<void*>(out);
+      k.offs = reinterpret_cast<const int*>(offs);
+      // The tile counters of the dynamic schedule (none: round-robin).
+      const auto counters = args.find("counters");
+      k.sched = reinterpret_cast<int*>(counters == args.end() ? uintptr_t(0) : counters->second);
+      k.groups = int(E), k.m = int(M), k.n = int(N), k.k = int(K);
+      // The tail split: its workspace, planned for the device's SMs.
+      const auto w = args.find("workspace");
+      if (w != args.end() &&
+          (int_param_or_zero(s, "counters") < gg::kCounterInts ||
+           int_param_or_zero(s, "workspace_per_sm") < int64_t(bm) * bn * 4))
+        throw Error("grouped_gemm: program " + s.program->name + ": workspace_per_sm needs \"counters\": " +
+                    std::to_string(gg::kCounterInts) + " and a tile_m x tile_n FP32 tile per SM");
+      k.split_ws = reinterpret_cast<float*>(w == args.end() ? uintptr_t(0) : w->second);
+      k.split_ctas = device_sms;
+      ls.args.add(k);
       // Persistent: one CTA per SM walks every tile; a whole number of clusters.
       ls.grid[0] = unsigned(std::max<int>(int(cluster), sm_count / int(cluster) * int(cluster)));
     } else if (kind == "portable") {
-      ls.args.add(reinterpret_cast<const void*>(a));
-      ls.args.add(reinterpret_cast<const void*>(b));
+      gg::PortableArgs k{};
+      k.a = reinterpret_cast<const void*>(a);
+      k.b = reinterpret_cast<const void*>(b);
+      k.out = reinterpret_cast<void*>(out);
+      k.offs = reinterpret_cast<const int*>(offs);
+      k.groups = int(E), k.m = int(M), k.n = int(N), k.k = int(K);
+      ls.args.add(k);
       // Persistent too: as many CTAs as fit on the chip at once (shared memory and registers
       // decide), so the opt-in must come before the occupancy query.
       rtp->loader().ensure_dynamic_smem(ls.function, smem);
@@ -246,34 +256,20 @@ Binder grouped_gemm_binder(Runtime& rt, GgOp op, const Checked& c, int sm_count,
     } else {
       throw Error("grouped_gemm: program " + s.program->name + " has an unknown kind '" + kind + "'");
     }
-    ls.args.add(reinterpret_cast<void*>(out));
-    ls.args.add(reinterpret_cast<const void*>(offs));
-    if (kind == "sm90") {  // the tile counters of the dynamic schedule (none: round-robin)
-      const auto c = args.find("counters");
-      ls.args.add(reinterpret_cast<void*>(c == args.end() ? uintptr_t(0) : c->second));
-    }
-    ls.args.add(int(E));
-    ls.args.add(int(M));
-    ls.args.add(int(N));
-    ls.args.add(int(K));
-    if (kind == "sm90") {  // the tail split: its workspace, planned for the device's SMs
-      const auto w = args.find("workspace");
-      if (w != args.end()) {
-        // The kernel's contract: an FP32 tile per SM, and its flags after the two counters.
-        if (int_param_or_zero(s, "counters") < 1024 ||
-            int_param_or_zero(s, "workspace_per_sm") < int64_t(param_int(s, "tile_m")) * param_int(s, "tile_n") * 4)
-          throw Error("grouped_gemm: program " + s.program->name +
-                      ": workspace_per_sm needs \"counters\": 1024 and a tile_m x tile_n FP32 tile per SM");
-      }
-      ls.args.add(reinterpret_cast<void*>(w == args.end() ? uintptr_t(0) : w->second));
-      ls.args.add(int(device_sms));
-    }
     ls.block[0] = unsigned(threads);
     ls.smem = unsigned(smem);
   };
 }
 
-OpPlan make_plan(GgOp op, const char* op_name, const OpCall& call) {
+// The struct a program's kernel takes, by its kind (the binder above packs the same).
+KernelArgs kernel_args(const Program& program, int) {
+  const std::string kind = program.params.value("kind", "");
+  if (kind == "sm90") return {"cake::gg::Sm90Args", sizeof(gg::Sm90Args)};
+  if (kind == "portable") return {"cake::gg::PortableArgs", sizeof(gg::PortableArgs)};
+  return {};
+}
+
+OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
   const Checked c = check(op, call);
   const OpOptions& opt = call.options;
   const TensorView& out = c.tensors[0];
@@ -282,7 +278,7 @@ OpPlan make_plan(GgOp op, const char* op_name, const OpCall& call) {
   if (c.m == 0) {
     // No rows: fwd and dgrad have nothing to write; every wgrad group is empty, so dw is zeros
     // (or, accumulating, unchanged). A zero fill needs no kernel and no plan.
-    p.noop = op != GgOp::wgrad || opt.accumulate;
+    p.noop = op != gg::kOpWgrad || opt.accumulate;
     if (!p.noop) {
       p.zero_fill = out.data;
       p.zero_fill_bytes = size_t(out.numel()) * size_t(dtype_size(out.dtype));
@@ -308,14 +304,15 @@ const FamilyOps& op_family_grouped_gemm() {
       "grouped_gemm",
       {{"grouped_gemm.fwd",
         {{"y", bf16, true}, {"x", bf16}, {"w", bf16}, {"offs", i32}},
-        false, false, [](const OpCall& c) { return make_plan(GgOp::fwd, "grouped_gemm.fwd", c); }},
+        false, false, [](const OpCall& c) { return make_plan(gg::kOpFwd, "grouped_gemm.fwd", c); }},
        {"grouped_gemm.dgrad",
         {{"dx", bf16, true}, {"g", bf16}, {"w", bf16}, {"offs", i32}},
-        false, false, [](const OpCall& c) { return make_plan(GgOp::dgrad, "grouped_gemm.dgrad", c); }},
+        false, false, [](const OpCall& c) { return make_plan(gg::kOpDgrad, "grouped_gemm.dgrad", c); }},
        {"grouped_gemm.wgrad",
         {{"dw", {DType::f32, DType::bf16}, true}, {"g", bf16}, {"x", bf16}, {"offs", i32}},
-        true, false, [](const OpCall& c) { return make_plan(GgOp::wgrad, "grouped_gemm.wgrad", c); }}},
-      {}};
+        true, false, [](const OpCall& c) { return make_plan(gg::kOpWgrad, "grouped_gemm.wgrad", c); }}},
+      {},
+      kernel_args};
   return family;
 }
 

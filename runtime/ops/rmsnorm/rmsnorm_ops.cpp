@@ -1,10 +1,12 @@
-// rmsnorm ops: training forward (optional residual) and backward (dx, deterministic dw).
+// rmsnorm ops: training forward (optional residual) and backward (dx, deterministic dw). The
+// binders fill the argument structs of rmsnorm_contract.h.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "error.hpp"
 #include "op_family.hpp"
+#include "rmsnorm_contract.h"
 
 namespace cake::ops {
 namespace {
@@ -100,12 +102,17 @@ OpPlan check_fwd(const OpCall& call) {
     const auto& params = s.program->params;
     const int threads = params.at("threads").get<int>();
     const int rows_per_block = params.at("rows_per_block").get<int>();
-    for (const char* name : {"y", "rstd", "h_out", "x", "residual", "w"})
-      ls.args.add(reinterpret_cast<void*>(a.at(name)));
-    ls.args.add(static_cast<long long>(T));
-    ls.args.add(static_cast<int>(H));
-    for (int64_t stride : {xs, rs, ys, hs}) ls.args.add(static_cast<long long>(stride));
-    ls.args.add(eps);
+    rms::FwdArgs k{};
+    k.y = reinterpret_cast<bf16*>(a.at("y"));
+    k.rstd = reinterpret_cast<float*>(a.at("rstd"));
+    k.h_out = reinterpret_cast<bf16*>(a.at("h_out"));
+    k.x = reinterpret_cast<const bf16*>(a.at("x"));
+    k.residual = reinterpret_cast<const bf16*>(a.at("residual"));
+    k.w = reinterpret_cast<const void*>(a.at("w"));
+    k.rows = T, k.x_stride = xs, k.res_stride = rs, k.y_stride = ys, k.h_stride = hs;
+    k.h = int(H);
+    k.eps = eps;
+    ls.args.add(k);
     // One block per row group: the block scheduler overlaps one block's loads with another's
     // reduction and stores (5-14 % faster than a resident-size grid-stride grid on the H200,
     // H 1024-8192, docs/decisions.md). When max_sms caps the SMs, the grid-stride form keeps the
@@ -156,25 +163,43 @@ OpPlan check_bwd(const OpCall& call) {
     const int threads = params.at("threads").get<int>();
     if (params.at("op") == "bwd") {
       const int64_t chunk = kernel_params(s).at("chunk_rows").get<int64_t>();
-      for (const char* name : {"dx", "scratch", "dy", "x", "rstd", "w"}) ls.args.add(reinterpret_cast<void*>(a.at(name)));
-      ls.args.add(static_cast<long long>(T));
-      ls.args.add(static_cast<int>(H));
-      for (int64_t stride : {dys, xs, dxs}) ls.args.add(static_cast<long long>(stride));
+      rms::BwdArgs k{};
+      k.dx = reinterpret_cast<bf16*>(a.at("dx"));
+      k.partial = reinterpret_cast<float*>(a.at("scratch"));
+      k.dy = reinterpret_cast<const bf16*>(a.at("dy"));
+      k.hin = reinterpret_cast<const bf16*>(a.at("x"));
+      k.rstd = reinterpret_cast<const float*>(a.at("rstd"));
+      k.w = reinterpret_cast<const void*>(a.at("w"));
+      k.rows = T, k.dy_stride = dys, k.h_stride = xs, k.dx_stride = dxs;
+      k.h = int(H);
+      ls.args.add(k);
       ls.grid[0] = unsigned(blocks_for((T + chunk - 1) / chunk, threads, sms));
     } else {  // dw_finalize over the partial rows the bwd stage wrote
       // One partial row per chunk of the bwd stage's kernel.
       const int64_t chunk = kernel_params(plan.stages.at(0)).at("chunk_rows").get<int64_t>();
-      ls.args.add(reinterpret_cast<void*>(a.at("dw")));
-      ls.args.add(reinterpret_cast<void*>(a.at("scratch")));
-      ls.args.add(static_cast<long long>((T + chunk - 1) / chunk));
-      ls.args.add(static_cast<int>(H));
-      // Eight columns a block (the kernel's kCols), grid-stride: any grid gives the same bits.
-      ls.grid[0] = unsigned(std::min<int64_t>((H + 7) / 8, int64_t(sms) * 8));
+      rms::FinalizeArgs k{};
+      k.dw = reinterpret_cast<void*>(a.at("dw"));
+      k.partial = reinterpret_cast<const float*>(a.at("scratch"));
+      k.chunks = (T + chunk - 1) / chunk;
+      k.h = int(H);
+      ls.args.add(k);
+      // kFinalizeCols columns a block, grid-stride: any grid gives the same bits.
+      constexpr int cols = rms::kFinalizeCols;
+      ls.grid[0] = unsigned(std::min<int64_t>((H + cols - 1) / cols, int64_t(sms) * 8));
     }
     ls.block[0] = unsigned(threads);
   };
   };
   return op;
+}
+
+// The struct each program's kernels take, by the program's op.
+KernelArgs kernel_args(const Program& program, int) {
+  const std::string op = program.params.value("op", "");
+  if (op == "fwd") return {"cake::rms::FwdArgs", sizeof(rms::FwdArgs)};
+  if (op == "bwd") return {"cake::rms::BwdArgs", sizeof(rms::BwdArgs)};
+  if (op == "dw_finalize") return {"cake::rms::FinalizeArgs", sizeof(rms::FinalizeArgs)};
+  return {};
 }
 
 }  // namespace
@@ -198,7 +223,8 @@ const FamilyOps& op_family_rmsnorm() {
          {"rstd", {DType::f32}},
          {"w", {DType::bf16, DType::f32}}},
         false, false, check_bwd}},
-      {}};
+      {},
+      kernel_args};
   return family;
 }
 
