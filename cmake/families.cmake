@@ -111,7 +111,7 @@ function(cake_family_libraries prefix)
     TAIL "const std::vector<const FamilyOps*>& op_families() {\n  static const std::vector<const FamilyOps*> all = {@CALLS@}@SC@\n  return all@SC@\n}\n}  // namespace cake::ops")
   file(GLOB ops CONFIGURE_DEPENDS ${rt}/ops/*.cpp)
   add_library(${prefix}_core STATIC ${ops} ${ops_sources} ${bin}/op_families.cpp)
-  target_include_directories(${prefix}_core PUBLIC ${rt}/ops ${ops_dirs} ${contract_dirs})
+  target_include_directories(${prefix}_core PUBLIC ${PROJECT_SOURCE_DIR}/include/cake ${rt}/ops ${ops_dirs} ${contract_dirs})
   target_link_libraries(${prefix}_core PUBLIC cake_planner ${prefix}_jit cake_cuda)
 
   cake_family_source(${bin}/all_families.cpp FAMILIES ${families}

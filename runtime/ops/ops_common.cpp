@@ -27,6 +27,13 @@ const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const Devic
   return plan;
 }
 
+int resident_blocks(Runtime& rt, CUfunction fn, int threads, int smem) {
+  loader_of(rt).ensure_dynamic_smem(fn, smem);
+  int per_sm = 0;
+  CAKE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, size_t(smem)));
+  return per_sm;
+}
+
 int64_t int_param_or_zero(const PlannedStage& s, const char* name) {
   const auto it = s.program->params.find(name);
   return it == s.program->params.end() ? 0 : it->get<int64_t>();
@@ -166,14 +173,14 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
     const Program* stand_in = s.program->stand_in.empty() ? nullptr : rt.registry().program(s.program->stand_in);
     const Build* stand_in_build = stand_in ? rt.registry().build(stand_in->name, s.build->arch) : nullptr;
     bool stood_in = false;
-    ls.function = rt.loader().function(*s.program, *s.build, s.kernel, dc.ctx, stand_in, stand_in_build, &stood_in);
+    ls.function = loader_of(rt).function(*s.program, *s.build, s.kernel, dc.ctx, stand_in, stand_in_build, &stood_in);
     if (stood_in) ls.stand_in = stand_in->name;
     bind(p, s, args, ls);
     // Kernels above the 48 KiB default opt in once; the planner has already passed over
     // programs that need more than the device allows.
-    if (ls.function && ls.smem > 0) rt.loader().ensure_dynamic_smem(ls.function, int(ls.smem));
+    if (ls.function && ls.smem > 0) loader_of(rt).ensure_dynamic_smem(ls.function, int(ls.smem));
     // Launches after the program has compiled run it instead.
-    if (stood_in) ls.swap = rt.loader().swap_when_ready(*s.program, *s.build, s.kernel, dc.ctx, int(ls.smem));
+    if (stood_in) ls.swap = loader_of(rt).swap_when_ready(*s.program, *s.build, s.kernel, dc.ctx, int(ls.smem));
     stages.push_back(std::move(ls));
   }
   return Launch(dc.ctx, plan, std::move(stages), std::move(scratch), std::move(counters), std::move(workspace));

@@ -11,6 +11,11 @@
 #include "runtime.hpp"
 #include "tensor.hpp"
 
+namespace cake {
+// The Runtime's loader, for the ops layer only (binders and the generic prepare).
+Loader& loader_of(Runtime& rt);
+}  // namespace cake
+
 namespace cake::ops {
 
 // Call arguments by name ("out", "a", ...), plus "scratch" once it is allocated, and for a
@@ -41,6 +46,10 @@ void check_memory(const DeviceContext& dc, const std::vector<const TensorView*>&
 void check_options(const OpOptions& opt);
 // The SM count a launch may fill: the device's, or opt.max_sms when smaller.
 int grid_sms(const DeviceContext& dc, const OpOptions& opt);
+
+// How many blocks of `fn` (threads, dynamic shared memory bytes) one SM holds at once, for
+// persistent kernels; the shared-memory opt-in comes first, since the answer depends on it.
+int resident_blocks(Runtime& rt, CUfunction fn, int threads, int smem);
 
 // Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
 // cake::Error listing every candidate's reason when there is no route.

@@ -67,6 +67,12 @@ Runtime::~Runtime() {
   }
 }
 
+const LoaderStats& Runtime::load_stats() const { return loader_->stats(); }
+
+void Runtime::wait_background() { loader_->wait_background(); }
+
+Loader& loader_of(Runtime& rt) { return *rt.loader_; }
+
 void Runtime::mark_failed(const std::string& build_key, const std::string& why) {
   {
     std::lock_guard lock(failed_mu_);

@@ -140,7 +140,7 @@ TEST_F(GpuTest, FirstCallJitsThenMemoryThenDisk) {
   a.upload(test::random_floats(n, 10));
   b.upload(test::random_floats(n, 11));
   ops::prepare_add(*rt, out.dl(), a.dl(), b.dl()).launch(nullptr);
-  const auto& s = rt->loader().stats();
+  const auto& s = rt->load_stats();
   EXPECT_EQ(s.compiles.load(), 1);
   EXPECT_EQ(s.module_loads.load(), 1);
   ops::prepare_add(*rt, out.dl(), a.dl(), b.dl()).launch(nullptr);
@@ -149,8 +149,8 @@ TEST_F(GpuTest, FirstCallJitsThenMemoryThenDisk) {
   EXPECT_GE(s.memory_hits.load(), 1);
   auto second = fresh_runtime();  // same disk cache, empty memory
   ops::prepare_add(*second, out.dl(), a.dl(), b.dl()).launch(nullptr);
-  EXPECT_EQ(second->loader().stats().compiles.load(), 0);
-  EXPECT_EQ(second->loader().stats().disk_hits.load(), 1);
+  EXPECT_EQ(second->load_stats().compiles.load(), 0);
+  EXPECT_EQ(second->load_stats().disk_hits.load(), 1);
   CAKE_CU(cuCtxSynchronize());
 }
 
@@ -183,8 +183,8 @@ TEST_F(GpuTest, AotCubinServesWithoutNvrtc) {
   l.launch(nullptr);
   auto got = h.download<uint16_t>();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[size_t(i)], test::bf16_bits(hf[size_t(i)]));
-  EXPECT_EQ(rt.loader().stats().aot_loads.load(), 1);
-  EXPECT_EQ(rt.loader().stats().compiles.load(), 0);
+  EXPECT_EQ(rt.load_stats().aot_loads.load(), 1);
+  EXPECT_EQ(rt.load_stats().compiles.load(), 0);
   // An op whose programs are not prebuilt has no route, and says why.
   GpuTensor x(DType::f32, n), y(DType::f32, n);
   try {
@@ -236,8 +236,8 @@ TEST_F(GpuTest, TwoContextsGetTheirOwnModules) {
   CUcontext second;
   CAKE_CU(cuCtxCreate(&second, nullptr, 0, dev));  // now current
   run_in_current(30);
-  EXPECT_EQ(rt->loader().stats().compiles.load(), 1);
-  EXPECT_EQ(rt->loader().stats().module_loads.load(), 2);  // one module per context
+  EXPECT_EQ(rt->load_stats().compiles.load(), 1);
+  EXPECT_EQ(rt->load_stats().module_loads.load(), 2);  // one module per context
   rt.reset();  // its modules live in `second`: unload them before the context goes
   CAKE_CU(cuCtxSetCurrent(ctx_->get()));
   CAKE_CU(cuCtxDestroy(second));
@@ -290,7 +290,7 @@ TEST_F(GpuTest, RejectsBadArgumentsBeforeWritingAnything) {
   expect_arg([&] { ops::prepare_cast(*rt, f64, h.dl(), false); }, "out", "not supported");
   auto got = out.download<float>();
   for (float v : got) ASSERT_TRUE(std::isnan(v));  // nothing was written
-  EXPECT_EQ(rt->loader().stats().compiles.load(), 0);  // nor compiled
+  EXPECT_EQ(rt->load_stats().compiles.load(), 0);  // nor compiled
 }
 
 TEST_F(GpuTest, ACrashingCompileFallsBackToTheNextCandidate) {

@@ -57,7 +57,7 @@ TEST_F(MemoryCheckTest, PageableHostMemoryIsRefused) {
   Labelled host_out(host.data(), kF32, {n});
   test::expect_argument_error([&] { ops::prepare_add(*rt_, host_out.dl, a.dl(), a.dl()); }, "out", "host memory");
   for (float v : out.download<float>()) ASSERT_TRUE(std::isnan(v));  // nothing was written
-  EXPECT_EQ(rt_->loader().stats().compiles.load(), 0);                // nor compiled
+  EXPECT_EQ(rt_->load_stats().compiles.load(), 0);                // nor compiled
 }
 
 TEST_F(MemoryCheckTest, AnExtentPastItsAllocationIsRefused) {

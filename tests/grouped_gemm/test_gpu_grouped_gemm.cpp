@@ -860,13 +860,13 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     Launch first = ops::prepare_grouped_gemm_fwd(rt, Y.dl, in.X.dl, in.W.dl, in.O.dl);
     EXPECT_NE(first.describe().find("run by its stand-in " + fwd + "_compact while it compiles"), std::string::npos)
         << first.describe();
-    EXPECT_EQ(rt.loader().stats().stand_ins.load(), 1);
+    EXPECT_EQ(rt.load_stats().stand_ins.load(), 1);
     Y.poison();
     first.launch(nullptr);
     const auto a = Y.download<uint8_t>();
     open_gate();
-    rt.loader().wait_background();
-    EXPECT_EQ(rt.loader().stats().swaps.load(), 1) << "the first Launch did not get the program";
+    rt.wait_background();
+    EXPECT_EQ(rt.load_stats().swaps.load(), 1) << "the first Launch did not get the program";
     EXPECT_EQ(first.describe().find("stand-in"), std::string::npos) << first.describe();
     Y.poison();
     first.launch(nullptr);  // now the program's kernel
@@ -876,7 +876,7 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     Y.poison();
     later.launch(nullptr);
     EXPECT_EQ(Y.download<uint8_t>(), a) << "the stand-in's bits differ from the program's";
-    EXPECT_EQ(rt.loader().stats().stand_ins.load(), 1);
+    EXPECT_EQ(rt.load_stats().stand_ins.load(), 1);
   }
 
   for (const Case& c : kCases) {
@@ -923,12 +923,12 @@ TEST(GroupedGemmStandIn, SameBitsAsTheProgram) {
     EXPECT_EQ(run(w32_quick, DW32), run(w32_full, DW32)) << "wgrad f32";
     EXPECT_EQ(run_acc(a32_quick), run_acc(a32_full)) << "wgrad f32 accumulate";
     if (c.m > 0) {  // the refused programs never arrive: their launches keep the stand-ins
-      stand_ins_only.loader().wait_background();
+      stand_ins_only.wait_background();
       EXPECT_NE(f_quick.describe().find("stand-in " + fwd + "_compact"), std::string::npos) << f_quick.describe();
       EXPECT_EQ(run(f_quick, Y), run(f_full, Y)) << "fwd, after the refused compile";
     }
   }
-  EXPECT_EQ(stand_ins_only.loader().stats().swaps.load(), 0);
+  EXPECT_EQ(stand_ins_only.load_stats().swaps.load(), 0);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ int run_child(const BenchArgs& a) {
     std::printf(" %.1f", us_since(t0));
   }
   CAKE_CU(cuCtxSynchronize());
-  const auto& s = rt.loader().stats();
+  const auto& s = rt.load_stats();
   bool served_right = (a.child_mode == "aot" ? s.aot_loads : s.disk_hits) == calls && s.compiles == 0;
   std::printf(" %d\n", served_right ? 1 : 0);
   return served_right ? kOk : kFailure;
@@ -190,7 +190,7 @@ int run_bench_jit(const BenchArgs& a) {
     std::cout << format_table({"MEASURE", "MEDIAN", "TARGET", ""}, rows);
     return kOk;
   }
-  CUcontext ctx = make_primary_current();
+  make_primary_current();
   const auto& dev = drv.device(0);
 
   // 2. First call in a new process: disk cache, then aot/.
@@ -252,8 +252,7 @@ int run_bench_jit(const BenchArgs& a) {
   CUstream s;
   CAKE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   // The same kernel and arguments as the prepared launch, launched raw.
-  const cake::Plan& plan = *launch.plan();
-  CUfunction fn = rt.loader().function(*plan.stages[0].program, *plan.stages[0].build, 0, ctx);
+  CUfunction fn = launch.stage_function(0);
   std::vector<double> raw, ours;
   for (int rep = 0; rep < 21; ++rep) {
     const int k = 500;

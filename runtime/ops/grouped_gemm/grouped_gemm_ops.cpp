@@ -249,9 +249,7 @@ Binder grouped_gemm_binder(Runtime& rt, int op, const Checked& c, int sm_count, 
       ls.args.add(k);
       // Persistent too: as many CTAs as fit on the chip at once (shared memory and registers
       // decide), so the opt-in must come before the occupancy query.
-      rtp->loader().ensure_dynamic_smem(ls.function, smem);
-      int per_sm = 0;
-      CAKE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ls.function, threads, size_t(smem)));
+      const int per_sm = ops::resident_blocks(*rtp, ls.function, threads, smem);
       ls.grid[0] = unsigned(sm_count * std::clamp(per_sm, 1, 4));
     } else {
       throw Error("grouped_gemm: program " + s.program->name + " has an unknown kind '" + kind + "'");

@@ -102,6 +102,8 @@ class Launch {
   const Plan* plan() const { return plan_ && plan_->ok() ? &*plan_->plan : nullptr; }
   std::string describe() const;
   size_t stage_count() const { return stages_.size(); }
+  // Stage i's kernel (null for a zero fill): benchmarks launch it raw to price Launch itself.
+  CUfunction stage_function(size_t i) const { return stages_.at(i).function; }
   size_t scratch_bytes() const { return scratch_.bytes(); }
   size_t counter_bytes() const { return counters_.bytes(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }

@@ -45,7 +45,10 @@ class Runtime {
 
   const Registry& registry() const { return *registry_; }
   const Planner& planner() const { return *planner_; }
-  Loader& loader() { return *loader_; }
+  // What the loader did so far (aot loads, disk hits, compiles, stand-ins, swaps).
+  const LoaderStats& load_stats() const;
+  // Returns once every background compile (a stand-in's program) has finished.
+  void wait_background();
   const AotManifest* aot() const { return aot_ ? &*aot_ : nullptr; }
   const AvailabilityRule& availability() const { return *rule_; }
 
@@ -62,6 +65,8 @@ class Runtime {
   void mark_failed(const std::string& build_key, const std::string& why);
 
  private:
+  // The ops layer loads kernels through it; nothing above the ops layer sees the loader.
+  friend Loader& loader_of(Runtime& rt);
   std::shared_ptr<const Registry> registry_;
   std::optional<AotManifest> aot_;
   std::unique_ptr<AvailabilityRule> rule_;
