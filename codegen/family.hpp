@@ -18,6 +18,8 @@ struct ProgramSpec {
   nlohmann::json params = nlohmann::json::object();
   std::string min_cuda = "12.0";
   std::string stand_in;  // a program that serves while this one compiles (Program::stand_in)
+  // Non-null: a parametric program (registry.hpp, InstanceDim): {"dims": {...}, "prebuild": [...]}.
+  nlohmann::json instance;
 };
 
 struct FamilySpec {

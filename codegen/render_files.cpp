@@ -53,6 +53,7 @@ std::map<std::string, std::string> generated_files(const std::vector<FamilySpec>
                           {"archs", p.archs},
                           {"params", p.params}});
       if (!p.stand_in.empty()) programs.back()["stand_in"] = p.stand_in;
+      if (!p.instance.is_null()) programs.back()["instance"] = p.instance;
       Program prog = to_program(p, f.name);
       RenderedProgram r = render(prog);
       for (const auto& a : prog.archs)

@@ -138,6 +138,37 @@ TEST(Cli, PlanPassesOverAnUnservableUserCandidate) {
   EXPECT_NE(r.out.find("chosen:  cast_acc_bf16_to_f32_fused_vec8"), std::string::npos) << r.out;
 }
 
+TEST(Cli, PlanNamesTheInstanceOfAParametricProgram) {
+  // A user registry's program takes the vector width from the problem's dim v.
+  test::TempDir dir;
+  const nlohmann::json user = nlohmann::json::parse(R"({
+    "programs": [{"name": "vadd", "template": "smxx_elementwise.cuh", "archs": ["sm_90a"],
+                  "kernels": ["cake::ew::add<float, float, float, {v}>"],
+                  "instance": {"dims": {"v": {"range": [1, 8]}}}}],
+    "builds": [{"program": "vadd", "arch": "sm_90a", "min_cuda": "12.0",
+                "options": ["--gpu-architecture=sm_90a"], "source_hash": ")" + std::string(64, 'c') + R"("}],
+    "routes": [{"op": "user.vadd", "candidates": [{"name": "vadd_any", "stages": [{"program": "vadd"}]}]}]})");
+  auto path = dir.write("user.json", user.dump());
+  const std::string plan = kCakec + " --registry " + path.string() + " plan --op user.vadd --arch sm_90a --sms 132";
+  auto r = run(plan + " --dim n=64 --dim v=4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("stage 1: vadd.v4 [sm_90a, jit] cake::ew::add<float, float, float, 4>"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("instance of vadd: v=4"), std::string::npos) << r.out;
+  r = run(plan + " --dim n=64 --dim v=2 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["stages"][0]["program"], "vadd.v2");
+  EXPECT_EQ(j["stages"][0]["instance"]["of"], "vadd");
+  EXPECT_EQ(j["stages"][0]["instance"]["values"]["v"], 2);
+  r = run(plan + " --dim n=64 --dim v=9");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("passed over vadd_any: instance - v=9 is outside program vadd's instances (v in [1, 8])"),
+            std::string::npos) << r.out;
+  r = run(kCakec + " --registry " + path.string() + " list-routes --op user.vadd");
+  EXPECT_NE(r.out.find("vadd[v]"), std::string::npos) << r.out;
+}
+
 TEST(Cli, PlanFillsWhatWasNotGivenFromTheOpsSchema) {
   auto r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=64");
   EXPECT_EQ(r.code, 0) << r.out;

@@ -111,7 +111,7 @@ TEST(Registry, StandIn) {
   expect_rejected(bad, "/programs/0/stand_in", "a program cannot stand in for itself");
   bad = d;
   bad["programs"][1]["params"] = {{"threads", 128}};
-  expect_rejected(bad, "/programs/0/stand_in", "must have the template, params and kernel count of 'p1'");
+  expect_rejected(bad, "/programs/0/stand_in", "must have the template, params, kernel count and instance dims of 'p1'");
   bad = d;
   bad["programs"][1]["stand_in"] = "p1";
   expect_rejected(bad, "/programs/0/stand_in", "stand-in 'p2' has a stand-in of its own");

@@ -70,7 +70,8 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
   AvailabilityRule rule(registry, nullptr, nvrtc.info(), opt.jit_enabled);
 
   std::vector<const Build*> todo;
-  for (const auto& b : registry.builds()) {
+  for (const Build* bp : registry.concrete_builds()) {
+    const Build& b = *bp;
     if (std::find(opt.archs.begin(), opt.archs.end(), b.arch) == opt.archs.end()) continue;
     if (opt.filter && !std::regex_search(b.program, *opt.filter)) continue;
     Availability a = rule.check_build(b);

@@ -1,4 +1,5 @@
-// `cakec build`: compile every build of the registry that the local NVRTC can serve for the
+// `cakec build`: compile every concrete build of the registry (its programs, and the prebuild
+// instances of parametric ones) that the local NVRTC can serve for the
 // requested archs, in parallel, into aot/<arch>/<program>.cubin and aot/manifest.json.
 // Incremental: a build whose cubin is current (same source hash, toolkit, options and
 // sha256) is not compiled again.

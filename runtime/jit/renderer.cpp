@@ -7,6 +7,7 @@
 
 #include "embedded.hpp"
 #include "error.hpp"
+#include "instance_table.hpp"
 #include "sha256.hpp"
 
 namespace cake {
@@ -57,6 +58,12 @@ RenderedProgram render(const Program& program) {
   s += "#include \"" + program.templ + "\"\n";
   r.headers = include_closure(program.templ);
 
+  if (program.instance_of != nullptr) {
+    // An instance's hash is derived from its parametric program's (instance_table.hpp), so
+    // the planner knows it without rendering.
+    r.source_hash = instance_source_hash(render(*program.instance_of).source_hash, program.name);
+    return r;
+  }
   Sha256 h;
   h.field("cake-source-v1").field(r.source);
   for (const auto& [name, content] : r.headers) h.field(name).field(content);

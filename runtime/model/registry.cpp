@@ -8,6 +8,7 @@
 #include "embedded.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "instance_table.hpp"
 #include "json_reader.hpp"
 
 namespace cake {
@@ -178,7 +179,7 @@ void Registry::parse(const RegistrySource& src) {
     ps.expect_array();
     for (size_t i = 0; i < ps.size(); ++i) {
       auto p = ps.at(i);
-      p.allow_only({"name", "family", "template", "kernels", "archs", "params", "stand_in"});
+      p.allow_only({"name", "family", "template", "kernels", "archs", "params", "stand_in", "instance"});
       Program prog;
       prog.name = p.at("name").str();
       check_name(p.at("name"), prog.name);
@@ -210,6 +211,7 @@ void Registry::parse(const RegistrySource& src) {
         prog.params = params.json();
       }
       if (p.has("stand_in")) prog.stand_in = p.at("stand_in").str();
+      if (p.has("instance")) read_instance(p.at("instance"), prog);
       prog.origin = {src.file, p.path()};
       programs_.push_back(std::move(prog));
     }
@@ -337,6 +339,8 @@ void Registry::validate() const {
         throw RegistryError(p.origin.str() + "/archs", "arch " + a.str() + " listed twice");
   }
 
+  for (const auto& p : programs_) check_instance_rules(p, programs);
+
   // A stand-in runs in its program's place with the program's launch: the same template and
   // params, as many kernels, every arch of the program, and no stand-in of its own.
   for (const auto& p : programs_) {
@@ -348,9 +352,10 @@ void Registry::validate() const {
     if (si.name == p.name) throw RegistryError(where, "a program cannot stand in for itself");
     if (!si.stand_in.empty())
       throw RegistryError(where, "stand-in '" + si.name + "' has a stand-in of its own ('" + si.stand_in + "')");
-    if (si.templ != p.templ || si.params != p.params || si.kernels.size() != p.kernels.size())
-      throw RegistryError(where, "stand-in '" + si.name + "' must have the template, params and kernel count of '" +
-                                     p.name + "'");
+    if (si.templ != p.templ || si.params != p.params || si.kernels.size() != p.kernels.size() ||
+        si.instance_dims != p.instance_dims)
+      throw RegistryError(where, "stand-in '" + si.name + "' must have the template, params, kernel count and "
+                                 "instance dims of '" + p.name + "'");
     for (const auto& a : p.archs)
       if (std::find(si.archs.begin(), si.archs.end(), a) == si.archs.end())
         throw RegistryError(where, "stand-in '" + si.name + "' does not list arch " + a.str());
@@ -402,14 +407,35 @@ void Registry::validate() const {
   }
 }
 
+Registry::Registry() : instances_(std::make_unique<InstanceTable>()) {}
+Registry::~Registry() = default;
+
 const Program* Registry::program(const std::string& name) const {
   auto it = program_index_.find(name);
-  return it == program_index_.end() ? nullptr : &programs_[it->second];
+  return it == program_index_.end() ? instances_->find_program(name) : &programs_[it->second];
 }
 
 const Build* Registry::build(const std::string& program, const Arch& arch) const {
-  auto it = build_index_.find(program + "@" + arch.str());
-  return it == build_index_.end() ? nullptr : &builds_[it->second];
+  const std::string key = program + "@" + arch.str();
+  auto it = build_index_.find(key);
+  return it == build_index_.end() ? instances_->find_build(key) : &builds_[it->second];
+}
+
+const Program* Registry::instance(const Program& p, const std::map<std::string, int64_t>& dims,
+                                  std::string* why) const {
+  return instances_->get(*this, p, dims, why);
+}
+
+std::vector<const Build*> Registry::concrete_builds() const {
+  std::vector<const Build*> out;
+  for (const auto& b : builds_)
+    if (const Program* p = program(b.program); p && !p->parametric()) out.push_back(&b);
+  for (const auto& p : programs_)
+    for (const auto& values : p.prebuild)
+      if (const Program* inst = instance(p, values))
+        for (const auto& a : inst->archs)
+          if (const Build* b = build(inst->name, a)) out.push_back(b);
+  return out;
 }
 
 const Route* Registry::route(const std::string& op) const {

@@ -28,6 +28,24 @@ struct Origin {
   std::string str() const { return file + ": " + path; }
 };
 
+struct Range {
+  int64_t lo = 0;
+  int64_t hi = std::numeric_limits<int64_t>::max();
+  bool operator==(const Range&) const = default;
+};
+
+// A problem dim that a parametric program takes as a template parameter: "{h}" in its
+// kernels' names becomes the call's value, which must lie in `range` and be a multiple of
+// `divisible`.
+struct InstanceDim {
+  std::string dim;
+  Range range;
+  int64_t divisible = 1;
+  bool operator==(const InstanceDim&) const = default;
+};
+
+class InstanceTable;
+
 struct Program {
   std::string name;
   std::string family;
@@ -41,7 +59,16 @@ struct Program {
   // parameters, params) and compiles faster: a first call that would have to compile this one
   // runs the stand-in while this one compiles in the background (runtime/loader.hpp).
   std::string stand_in;
+  // A parametric program: the dims its kernels name; the planner asks the registry for the
+  // instance a call's dims give (Registry::instance). `prebuild`: the instances `cakec build`
+  // puts in aot/.
+  std::vector<InstanceDim> instance_dims;
+  std::vector<std::map<std::string, int64_t>> prebuild;
+  // An instance: the parametric program it was made from and the values of its dims.
+  const Program* instance_of = nullptr;
+  std::map<std::string, int64_t> instance_values;
   Origin origin;
+  bool parametric() const { return !instance_dims.empty(); }
 };
 
 struct Build {
@@ -59,11 +86,6 @@ struct ArchPattern {
   bool or_newer = false;  // "sm_80+" : any arch of compute capability >= 8.0
   bool matches(const Arch& device) const;
   std::string str() const { return arch.str() + (or_newer ? "+" : ""); }
-};
-
-struct Range {
-  int64_t lo = 0;
-  int64_t hi = std::numeric_limits<int64_t>::max();
 };
 
 struct Window {
@@ -118,6 +140,8 @@ struct RegistrySource {
 
 class Registry {
  public:
+  Registry();
+  ~Registry();
   // The embedded default registry and build.json, then each CAKE_REGISTRY file on top.
   static std::shared_ptr<const Registry> load_default(
       const std::vector<std::string>& extra_files = {});
@@ -125,10 +149,22 @@ class Registry {
   static std::shared_ptr<const Registry> from_sources(const std::vector<RegistrySource>& src);
   static std::vector<RegistrySource> embedded_sources();
 
+  // Declared programs and builds, then the instances made so far.
   const Program* program(const std::string& name) const;
   const Build* build(const std::string& program, const Arch& arch) const;
+  // The instance of parametric program `p` for a problem's dims: a concrete program (the
+  // values in its kernels and params) with a build per arch of `p`, made on the first ask
+  // and kept as long as the registry (thread-safe). Null, with `*why`, when a dim is
+  // missing or outside p's domain.
+  const Program* instance(const Program& p, const std::map<std::string, int64_t>& dims,
+                          std::string* why = nullptr) const;
+  // What can be compiled as it stands: every build of a program that is not parametric, and
+  // the builds of each parametric program's `prebuild` instances (what `cakec build` builds).
+  std::vector<const Build*> concrete_builds() const;
+
   const Route* route(const std::string& op) const;
 
+  // As declared (parametric programs, not their instances).
   const std::vector<Program>& programs() const { return programs_; }
   const std::vector<Build>& builds() const { return builds_; }
   const std::vector<Route>& routes() const { return routes_; }
@@ -144,6 +180,8 @@ class Registry {
   std::vector<Route> routes_;
   std::vector<std::string> files_;
   std::unordered_map<std::string, size_t> program_index_, build_index_, route_index_;
+  // Instances are a memo of pure functions of the declared data, so a const Registry fills it.
+  std::unique_ptr<InstanceTable> instances_;
 };
 
 }  // namespace cake

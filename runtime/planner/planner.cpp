@@ -124,6 +124,15 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
     std::optional<Rejection> unavailable;
     for (const auto& st : c.stages) {
       const Program* prog = registry_->program(st.program);
+      if (prog->parametric()) {
+        // The program made for this call's dims (compiled at the first call, as any program).
+        std::string why;
+        prog = registry_->instance(*prog, problem.dims, &why);
+        if (prog == nullptr) {
+          unavailable = Rejection{c.name, "instance", why};
+          break;
+        }
+      }
       // Programs that opt in to more dynamic shared memory than the device allows cannot be
       // launched; say so here rather than fail in cuFuncSetAttribute.
       if (auto smem = prog->params.find("smem");
@@ -299,6 +308,11 @@ std::string format_plan(const PlanResult& result, const Problem& problem, const 
       << served_by_name(s.served_by) << "] " << s.program->kernels[size_t(s.kernel)];
     if (!s.bind.empty()) o << "  (" << join_bind(s.bind) << ")";
     o << "\n";
+    if (s.program->instance_of != nullptr) {
+      o << "           instance of " << s.program->instance_of->name << ":";
+      for (const auto& [dim, v] : s.program->instance_values) o << " " << dim << "=" << v;
+      o << "\n";
+    }
   }
   return o.str();
 }

@@ -53,7 +53,8 @@ struct PlannedStage {
 struct Rejection {
   std::string candidate;
   std::string reason;  // short code: arch, sm_count, dim, divisible, parity, dtype, align,
-                       // accumulate, deterministic, smem, candidate, unavailable:<code>
+                       // accumulate, deterministic, smem, candidate, instance (the dims are
+                       // outside a parametric program's domain), unavailable:<code>
   std::string detail;  // one readable sentence
 };
 

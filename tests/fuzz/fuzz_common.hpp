@@ -34,9 +34,12 @@ struct RouteNames {
   std::set<Arch> archs;
 };
 
-inline RouteNames names_of(const Route& r) {
+inline RouteNames names_of(const Route& r, const Registry& reg) {
   RouteNames n;
   for (const auto& c : r.candidates) {
+    for (const auto& st : c.stages)
+      if (const Program* p = reg.program(st.program))
+        for (const auto& d : p->instance_dims) n.dims.insert(d.dim);
     const Window& w = c.window;
     for (const auto& [k, v] : w.dims) n.dims.insert(k);
     for (const auto& [k, v] : w.divisible) n.dims.insert(k);
@@ -67,7 +70,7 @@ inline void plan_every_route(const std::shared_ptr<const Registry>& reg,
       if (!mine) continue;
     }
     if (++routes > 16) break;
-    RouteNames n = names_of(r);
+    RouteNames n = names_of(r, *reg);
     std::vector<Device> devices = {{*Arch::parse("sm_90a"), 132}, {*Arch::parse("sm_80"), 108}};
     for (const auto& a : n.archs) {
       if (devices.size() >= 6) break;

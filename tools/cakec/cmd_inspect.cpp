@@ -34,6 +34,19 @@ std::string window_str(const cake::Window& w) {
   return s.empty() ? "any" : s;
 }
 
+// A parametric program's name with the dims it is instantiated on: "rms_fwd[h]".
+std::string program_str(const cake::Program& p) {
+  std::string dims;
+  for (const auto& d : p.instance_dims) dims += (dims.empty() ? "" : ",") + d.dim;
+  return dims.empty() ? p.name : p.name + "[" + dims + "]";
+}
+
+json instance_json(const cake::Program& p) {
+  json dims = json::object();
+  for (const auto& d : p.instance_dims) dims[d.dim] = {{"range", {d.range.lo, d.range.hi}}, {"divisible", d.divisible}};
+  return {{"dims", dims}, {"prebuild", p.prebuild}};
+}
+
 json window_json(const cake::Window& w) {
   json j = json::object();
   if (!w.archs.empty()) {
@@ -78,7 +91,7 @@ int list_routes(const Globals& g, const ListRoutesArgs& a) {
       std::string stages;
       json js = json::array();
       for (const auto& s : c.stages) {
-        stages += (stages.empty() ? "" : " -> ") + s.program;
+        stages += (stages.empty() ? "" : " -> ") + program_str(*ctx.registry->program(s.program));
         js.push_back({{"program", s.program}, {"kernel", s.kernel}, {"bind", s.bind}});
       }
       std::string served;
@@ -137,7 +150,7 @@ int list_programs(const Globals& g, const ListProgramsArgs& a) {
       const cake::Build* b = ctx.registry->build(p.name, pa);
       auto av = ctx.rule->check_build(*b);
       std::string served = av.available() ? cake::served_by_name(av.by) : "-(" + av.reason + ")";
-      rows.push_back({p.name, p.family, pa.str(), b->min_cuda.str(), b->source_hash.substr(0, 12),
+      rows.push_back({program_str(p), p.family, pa.str(), b->min_cuda.str(), b->source_hash.substr(0, 12),
                       served, p.stand_in.empty() ? "-" : p.stand_in,
                       p.kernels.front() + (p.kernels.size() > 1 ? " ..." : "")});
       out.push_back({{"program", p.name},
@@ -151,6 +164,7 @@ int list_programs(const Globals& g, const ListProgramsArgs& a) {
                      {"kernels", p.kernels},
                      {"params", p.params}});
       if (!p.stand_in.empty()) out.back()["stand_in"] = p.stand_in;
+      if (p.parametric()) out.back()["instance"] = instance_json(p);
     }
   }
   if (a.json) {

@@ -20,12 +20,15 @@ nlohmann::json plan_json(const cake::PlanResult& r) {
   if (!r.ok()) return {{"ok", false}, {"error", r.error}, {"passed_over", passed}};
   const auto& p = *r.plan;
   json stages = json::array();
-  for (const auto& s : p.stages)
+  for (const auto& s : p.stages) {
     stages.push_back({{"program", s.program->name},
                       {"kernel", s.program->kernels[size_t(s.kernel)]},
                       {"arch", s.build->arch.str()},
                       {"served_by", cake::served_by_name(s.served_by)},
                       {"bind", s.bind}});
+    if (s.program->instance_of != nullptr)
+      stages.back()["instance"] = {{"of", s.program->instance_of->name}, {"values", s.program->instance_values}};
+  }
   return {{"ok", true},         {"op", p.op},
           {"route", p.route},   {"accumulate", cake::accumulate_name(p.accumulate)},
           {"deterministic", p.deterministic}, {"scratch_bytes", p.scratch_bytes},
