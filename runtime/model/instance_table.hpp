@@ -1,6 +1,6 @@
 // Instances of parametric programs. A program whose kernels name problem dims ("{h}") stands
 // for one program per value; an instance is that program made concrete: its name says the
-// values (`rms_fwd.h4096`), its kernels and params hold them, and it has a build per arch of
+// values (`p.h4096`), its kernels and params hold them, and it has a build per arch of
 // the parametric program whose source hash derives from that build's hash and the instance's
 // name. From there the loader, the disk cache and aot/ treat it as any declared program.
 #pragma once
@@ -14,7 +14,7 @@
 
 namespace cake {
 
-// `<program>.<dim><value>...`, dims in name order: "rms_fwd.h4096".
+// `<program>.<dim><value>...`, dims in name order: "p.h4096".
 std::string instance_name(const Program& parametric, const std::map<std::string, int64_t>& values);
 // The instance build's source hash: its parametric build's hash covers the template, its
 // headers and the kernels' names with the placeholders, and the name adds the values.
