@@ -10,6 +10,10 @@
 
 namespace cake::codegen {
 
+// The archs of a program in plain CUDA C++ (no arch-specific features): cubins for sm_80 and
+// the H200's sm_90a, and PTX for compute_80, which also makes it buildable for any later arch.
+inline const std::vector<std::string> kPortableArchs = {"sm_80", "sm_90a", "compute_80"};
+
 struct ProgramSpec {
   std::string name;
   std::string templ;

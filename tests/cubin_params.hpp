@@ -1,10 +1,11 @@
-// A kernel's parameter list as its cubin records it: the .nv.info.<kernel> section of the ELF
+// A kernel's parameter list as its cubin (or PTX) records it: the .nv.info.<kernel> section of the ELF
 // holds one KPARAM_INFO attribute per parameter (ordinal, offset in the parameter block,
 // size). Tests compare it with what the host packs, without a GPU.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -64,6 +65,26 @@ inline std::vector<KernelParam> kernel_params(const std::string& cubin, const st
     return params;
   }
   throw std::runtime_error("cubin: no section " + want);
+}
+
+// The parameters of `kernel` in PTX text, from its `.entry` declaration (`.param .u64 x` or
+// `.param .align 8 .b8 x[448]`): ordinal and size; PTX does not place them, so offset is 0.
+inline std::vector<KernelParam> ptx_kernel_params(const std::string& ptx, const std::string& kernel) {
+  const std::string entry = ".entry " + kernel + "(";
+  const size_t at = ptx.find(entry);
+  if (at == std::string::npos) throw std::runtime_error("ptx: no .entry " + kernel);
+  const size_t end = ptx.find(')', at);
+  if (end == std::string::npos) throw std::runtime_error("ptx: unterminated .entry " + kernel);
+  const std::string list = ptx.substr(at + entry.size(), end - at - entry.size());
+  static const std::regex param(R"(\.param\s+(?:\.align\s+\d+\s+)?\.[bsuf](\d+)\s+[\w$]+(?:\[(\d+)\])?)");
+  std::vector<KernelParam> params;
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), param); it != std::sregex_iterator(); ++it) {
+    KernelParam k;
+    k.ordinal = uint32_t(params.size());
+    k.size = uint32_t(std::stoul((*it)[1]) / 8 * ((*it)[2].matched ? std::stoul((*it)[2]) : 1));
+    params.push_back(k);
+  }
+  return params;
 }
 
 }  // namespace cake::test

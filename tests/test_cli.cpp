@@ -59,6 +59,26 @@ TEST(Cli, ListRoutesTableAndFilters) {
   EXPECT_NE(r.out.find("0 candidates"), std::string::npos) << r.out;
 }
 
+// An arch the registry does not list (Blackwell): every family's portable programs are
+// served, as cubins JIT-compiled for the device's own arch.
+TEST(Cli, PlansOnAnArchTheRegistryDoesNotList) {
+  const std::string plan = kCakec + " plan --arch sm_100a --sms 148";
+  for (std::string args : {" --op grouped_gemm.fwd --dim m=4096 --dim n=512 --dim k=256 --dim e=8 --dtype x=bf16"
+                           " --dtype w=bf16 --dtype y=bf16 --dtype offs=i32",
+                           " --op rmsnorm.fwd --dim t=65536 --dim h=7168 --dim residual=0 --dtype w=bf16",
+                           " --op rmsnorm.bwd --dim t=65536 --dim h=7168 --dtype w=bf16",
+                           " --op elementwise.cast --dim n=64 --dtype out=bf16 --dtype in=f32"}) {
+    auto r = run(plan + args);
+    ASSERT_EQ(r.code, 0) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("chosen:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("[sm_100, jit]"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("no_build"), std::string::npos) << r.out;
+  }
+  auto r = run(kCakec + " list-routes --op elementwise.add --arch sm_100a");
+  EXPECT_NE(r.out.find("jit sm_100"), std::string::npos) << r.out;
+  EXPECT_EQ(run(kCakec + " list-routes --arch compute_80").code, 2);
+}
+
 TEST(Cli, ListRoutesJsonParses) {
   auto r = run(kCakec + " list-routes --json --op elementwise.cast");
   ASSERT_EQ(r.code, 0);

@@ -27,36 +27,63 @@ const Nvrtc& nvrtc_or_skip() {
 
 bool is_elf(const std::string& bin) { return bin.size() > 4 && bin.compare(0, 4, "\x7f" "ELF") == 0; }
 
+// Compiles `b` and checks what the loader relies on: a cubin (PTX text for a virtual arch),
+// one lowered name per kernel, and each kernel taking the one struct its family's binder packs
+// (the family's contract).
+void expect_compiles(const Nvrtc& n, const Registry& reg, const Build& b) {
+  RenderedProgram r = render(*reg.program(b.program));
+  ASSERT_EQ(r.source_hash, b.source_hash) << b.key();
+  CompiledBinary bin = n.compile(r, b.arch, b.options);
+  EXPECT_EQ(is_elf(bin.cubin), !b.arch.virt) << b.key();
+  if (b.arch.virt)
+    EXPECT_NE(bin.cubin.find(".target sm_" + std::to_string(b.arch.number())), std::string::npos) << b.key();
+  ASSERT_EQ(bin.lowered_names.size(), r.name_expressions.size());
+  for (const auto& l : bin.lowered_names) EXPECT_EQ(l.rfind("_Z", 0), 0u) << l;
+  const Program& program = *reg.program(b.program);
+  const ops::FamilyOps* family = ops::find_family(program.family);
+  ASSERT_NE(family, nullptr) << b.key() << ": family " << program.family;
+  for (size_t k = 0; k < bin.lowered_names.size(); ++k) {
+    const ops::KernelArgs want = family->kernel_args(program, int(k));
+    EXPECT_FALSE(want.type.empty()) << b.key() << " kernel " << k;
+    // Where the one parameter sits in the block is the compiler's business (alignment: see
+    // KernelParamsAreReadFromTheCubin); its count and size are the contract.
+    const std::vector<test::KernelParam> got = b.arch.virt ? test::ptx_kernel_params(bin.cubin, bin.lowered_names[k])
+                                                           : test::kernel_params(bin.cubin, bin.lowered_names[k]);
+    ASSERT_EQ(got.size(), 1u) << b.key() << " kernel " << k << " should take one " << want.type;
+    EXPECT_EQ(got[0].size, want.bytes) << b.key() << " kernel " << k << " should take one " << want.type;
+  }
+}
+
 TEST(Nvrtc, EveryBuildCompiles) {
   const Nvrtc& n = nvrtc_or_skip();
   auto reg = Registry::load_default();
-  int compiled = 0;
+  int compiled = 0, ptx = 0;
   // Parametric programs compile as their prebuild instances (their kernels name placeholders).
-  for (const Build* bp : reg->concrete_builds()) {
-    const Build& b = *bp;
-    if (n.info().version < b.min_cuda) continue;
-    RenderedProgram r = render(*reg->program(b.program));
-    ASSERT_EQ(r.source_hash, b.source_hash) << b.key();
-    CompiledBinary bin = n.compile(r, b.arch, b.options);
-    EXPECT_TRUE(is_elf(bin.cubin)) << b.key();
-    ASSERT_EQ(bin.lowered_names.size(), r.name_expressions.size());
-    for (const auto& l : bin.lowered_names) EXPECT_EQ(l.rfind("_Z", 0), 0u) << l;
-    // Each kernel takes the one struct its family's binder packs (the family's contract).
-    const Program& program = *reg->program(b.program);
-    const ops::FamilyOps* family = ops::find_family(program.family);
-    ASSERT_NE(family, nullptr) << b.key() << ": family " << program.family;
-    for (size_t k = 0; k < bin.lowered_names.size(); ++k) {
-      const ops::KernelArgs want = family->kernel_args(program, int(k));
-      EXPECT_FALSE(want.type.empty()) << b.key() << " kernel " << k;
-      // Where the one parameter sits in the block is the compiler's business (alignment: see
-      // KernelParamsAreReadFromTheCubin); its count and size are the contract.
-      const std::vector<test::KernelParam> got = test::kernel_params(bin.cubin, bin.lowered_names[k]);
-      ASSERT_EQ(got.size(), 1u) << b.key() << " kernel " << k << " should take one " << want.type;
-      EXPECT_EQ(got[0].size, want.bytes) << b.key() << " kernel " << k << " should take one " << want.type;
-    }
+  for (const Build* b : reg->concrete_builds()) {
+    if (n.info().version < b->min_cuda) continue;
+    expect_compiles(n, *reg, *b);
     ++compiled;
+    ptx += b->arch.virt;
   }
   EXPECT_GT(compiled, 0);
+  EXPECT_GT(ptx, 0);  // the portable programs' PTX
+}
+
+// The portable programs as `cakec build --arch` makes them for archs the registry does not
+// list: a cubin for each device's own arch.
+TEST(Nvrtc, PortableProgramsCompileForLaterArchs) {
+  const Nvrtc& n = nvrtc_or_skip();
+  auto reg = Registry::load_default();
+  for (std::string device : {"sm_100a", "sm_120a"}) {
+    if (!n.info().supports(*Arch::parse(device))) GTEST_SKIP() << "NVRTC " << n.info().version.str() << " has no " << device;
+    int compiled = 0;
+    for (const Build* b : builds_for_archs(*reg, {*Arch::parse(device)})) {
+      EXPECT_EQ(b->arch, Arch::parse(device)->plain()) << b->key();
+      expect_compiles(n, *reg, *b);
+      ++compiled;
+    }
+    EXPECT_GE(compiled, 10) << device;
+  }
 }
 
 // The reader of the cubin's parameter table, on a kernel whose layout is known: each
@@ -153,6 +180,33 @@ TEST(Prebuild, CakecBuildCli) {
   r = test::run(std::string(CAKEC_PATH) + " --aot " + out + " list-programs --arch sm_90a");
   EXPECT_NE(r.out.find("ew_cast_acc_f32_bf16_v8"), std::string::npos);
   EXPECT_NE(r.out.find("aot"), std::string::npos) << r.out;
+}
+
+// `cakec build --arch` for a device arch the registry does not list (a cubin made for it) and
+// for the virtual arch (PTX); then, with JIT off, a device newer than NVRTC knows is served the
+// PTX from aot/, and sm_120a its own cubin.
+TEST(Prebuild, CakecBuildForLaterArchsAndPtx) {
+  test::TempDir dir;
+  const std::string cakec = CAKEC_PATH, out = (dir.path() / "aot").string();
+  auto r = test::run(cakec + " build --arch sm_120a --arch sm_86 --arch compute_80 --filter '^ew_add_f32_v4$' --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (std::string key : {"ew_add_f32_v4@sm_120 ", "ew_add_f32_v4@sm_80 ", "ew_add_f32_v4@compute_80 "})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << "\n" << r.out;  // sm_86 is served by sm_80's cubin
+  EXPECT_NE(r.out.find("summary: 3 built"), std::string::npos) << r.out;
+  const AotManifest m = AotManifest::read(out);
+  const AotEntry* ptx = m.find("ew_add_f32_v4", *Arch::parse("compute_80"));
+  ASSERT_NE(ptx, nullptr);
+  EXPECT_EQ(ptx->file, "compute_80/ew_add_f32_v4.ptx");
+  EXPECT_NE(read_file(dir.path() / "aot" / ptx->file)->find(".entry "), std::string::npos);
+  const std::string plan = " plan --op elementwise.add --sms 148 --dim n=64 --dtype out=f32 --dtype a=f32 --dtype b=f32";
+  r = test::run("CAKE_JIT=0 " + cakec + " --aot " + out + plan + " --arch sm_130");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ew_add_f32_v4 [compute_80, aot]"), std::string::npos) << r.out;
+  r = test::run("CAKE_JIT=0 " + cakec + " --aot " + out + plan + " --arch sm_120a");
+  EXPECT_NE(r.out.find("ew_add_f32_v4 [sm_120, aot]"), std::string::npos) << r.out;
+  r = test::run(cakec + plan + " --arch compute_80");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("virtual arch"), std::string::npos) << r.out;
 }
 
 // The compile rows of cakec bench jit, where a user runs them (no GPU needed).

@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchs = {"sm_80", "sm_90a"};
+const std::vector<std::string> kArchs = kPortableArchs;
 
 std::string ctype(const std::string& dtype) { return dtype == "bf16" ? "cake::bf16" : "float"; }
 

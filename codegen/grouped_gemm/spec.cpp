@@ -99,7 +99,7 @@ ProgramSpec portable_program(const OpSpec& op, const PortableTile& t, const std:
            std::to_string(t.bk) + "_s" + std::to_string(t.stages) + "_w" + std::to_string(t.warps_m) + "x" +
            std::to_string(t.warps_n);
   p.templ = "smxx_grouped_gemm.cuh";
-  p.archs = {"sm_80", "sm_90a"};
+  p.archs = kPortableArchs;
   p.min_cuda = "12.0";
   p.kernels.push_back("cake::gg::portable_grouped_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
                       cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +

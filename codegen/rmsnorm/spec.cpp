@@ -60,7 +60,7 @@ FamilySpec family_spec_rmsnorm() {
   // One candidate list per H: specialised programs for sm_90a, then the generic program.
   for (int h : [] { auto v = kSizes; v.push_back(0); return v; }()) {
     const bool generic = h == 0;
-    std::vector<std::string> archs = generic ? std::vector<std::string>{"sm_80", "sm_90a"}
+    std::vector<std::string> archs = generic ? kPortableArchs
                                              : std::vector<std::string>{"sm_90a"};
     const std::string arch_pat = generic ? "sm_80+" : "sm_90a";
     // forward: kernels (w, residual) in order bf16/0, bf16/1, f32/0, f32/1
@@ -140,7 +140,7 @@ FamilySpec family_spec_rmsnorm() {
   ProgramSpec fin;
   fin.name = "rms_dw_finalize";
   fin.templ = kHeader;
-  fin.archs = {"sm_80", "sm_90a"};
+  fin.archs = kPortableArchs;
   json fparams = json::array();
   for (const auto& w : kWeights)
     for (bool comp : {false, true}) {

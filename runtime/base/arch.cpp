@@ -5,24 +5,26 @@
 namespace cake {
 
 std::optional<Arch> Arch::parse(const std::string& s) {
-  static const std::regex re("sm_([1-9][0-9]?)([0-9])([af]?)");
+  static const std::regex re("(sm|compute)_([1-9][0-9]?)([0-9])([af]?)");
   std::smatch m;
   if (!std::regex_match(s, m, re)) return std::nullopt;
   Arch a;
-  a.major = std::stoi(m[1]);
-  a.minor = std::stoi(m[2]);
-  a.suffix = m[3].length() ? m[3].str()[0] : 0;
+  a.virt = m[1] == "compute";
+  a.major = std::stoi(m[2]);
+  a.minor = std::stoi(m[3]);
+  a.suffix = m[4].length() ? m[4].str()[0] : 0;
   return a;
 }
 
 std::string Arch::str() const {
-  std::string s = "sm_" + std::to_string(major) + std::to_string(minor);
+  std::string s = (virt ? "compute_" : "sm_") + std::to_string(major) + std::to_string(minor);
   if (suffix) s.push_back(suffix);
   return s;
 }
 
 bool Arch::runs_on(const Arch& device) const {
   if (suffix != 0) return major == device.major && minor == device.minor;
+  if (virt) return device.number() >= number();
   return major == device.major && minor <= device.minor;
 }
 

@@ -12,13 +12,19 @@ struct Arch {
   int major = 0;
   int minor = 0;
   char suffix = 0;  // 'a' (arch-specific features such as wgmma), 'f', or 0
+  // A virtual arch ("compute_80"): its build is PTX, which the driver compiles for the device
+  // at load, so it runs on every later arch. Devices and windows name real archs only.
+  bool virt = false;
 
-  static std::optional<Arch> parse(const std::string& s);  // "sm_90a" -> {9, 0, 'a'}
-  std::string str() const;                                   // "sm_90a"
+  // "sm_90a" -> {9, 0, 'a'}; "compute_80" -> {8, 0, 0, virtual}
+  static std::optional<Arch> parse(const std::string& s);
+  std::string str() const;                                   // "sm_90a", "compute_80"
   int number() const { return major * 10 + minor; }          // 90
-  // Can a cubin built for `*this` run on a device of arch `device`? Same major, not a newer
-  // minor; an arch-specific build ('a'/'f') runs only on exactly its own chip.
+  // Can a build for `*this` run on a device of arch `device`? A cubin: same major, not a newer
+  // minor; PTX: any arch from its own on. Arch-specific ('a'/'f'): exactly its own chip.
   bool runs_on(const Arch& device) const;
+  // The arch without its suffix or virtualness: the plain cubin target of the same chip.
+  Arch plain() const { return Arch{major, minor, 0, false}; }
   auto operator<=>(const Arch&) const = default;
 };
 

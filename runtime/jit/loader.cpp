@@ -289,6 +289,11 @@ CUfunction Loader::function(const Program& program, const Build& build, int kern
   std::lock_guard lock(module_mu_);
   auto& slot = modules_[{ctx, binary_key(*served.build)}];
   if (!slot) {
+    if (served.build->arch.virt)
+      warn_once("ptx:" + served.build->key(),
+                "cake: " + served.build->key() + " runs as PTX, which the driver compiles for this GPU at load: "
+                "no cubin for its arch is served here (`cakec build --arch <its arch>` with a toolkit that knows "
+                "the arch makes one)");
     auto m = std::make_unique<LoadedModule>();
     m->module = Module(bin->cubin);
     for (const auto& name : bin->lowered_names) m->functions.push_back(m->module.function(name));

@@ -23,6 +23,8 @@ struct Nvrtc::Api {
   CAKE_NVRTC_FN(nvrtcGetProgramLog);
   CAKE_NVRTC_FN(nvrtcGetCUBINSize);
   CAKE_NVRTC_FN(nvrtcGetCUBIN);
+  CAKE_NVRTC_FN(nvrtcGetPTXSize);
+  CAKE_NVRTC_FN(nvrtcGetPTX);
   CAKE_NVRTC_FN(nvrtcAddNameExpression);
   CAKE_NVRTC_FN(nvrtcGetLoweredName);
   CAKE_NVRTC_FN(nvrtcGetErrorString);
@@ -64,6 +66,8 @@ Nvrtc::Nvrtc() {
   CAKE_LOAD(nvrtcGetProgramLog);
   CAKE_LOAD(nvrtcGetCUBINSize);
   CAKE_LOAD(nvrtcGetCUBIN);
+  CAKE_LOAD(nvrtcGetPTXSize);
+  CAKE_LOAD(nvrtcGetPTX);
   CAKE_LOAD(nvrtcAddNameExpression);
   CAKE_LOAD(nvrtcGetLoweredName);
   CAKE_LOAD(nvrtcGetErrorString);
@@ -133,12 +137,21 @@ CompiledBinary Nvrtc::compile(const RenderedProgram& program, const Arch& arch,
   if (compiled != NVRTC_SUCCESS) throw fail("nvrtcCompileProgram", compiled, out.log);
 
   size_t size = 0;
-  r = a.nvrtcGetCUBINSize(prog, &size);
-  if (r != NVRTC_SUCCESS || size == 0)
-    throw fail("nvrtcGetCUBINSize (is the arch option a real sm_ arch?)", r, out.log);
-  out.cubin.resize(size);
-  r = a.nvrtcGetCUBIN(prog, out.cubin.data());
-  if (r != NVRTC_SUCCESS) throw fail("nvrtcGetCUBIN", r, out.log);
+  if (arch.virt) {  // PTX text; the size counts its terminating NUL, the string keeps its own
+    r = a.nvrtcGetPTXSize(prog, &size);
+    if (r != NVRTC_SUCCESS || size <= 1) throw fail("nvrtcGetPTXSize", r, out.log);
+    out.cubin.resize(size);
+    r = a.nvrtcGetPTX(prog, out.cubin.data());
+    if (r != NVRTC_SUCCESS) throw fail("nvrtcGetPTX", r, out.log);
+    out.cubin.resize(size - 1);
+  } else {
+    r = a.nvrtcGetCUBINSize(prog, &size);
+    if (r != NVRTC_SUCCESS || size == 0)
+      throw fail("nvrtcGetCUBINSize (is the arch option a real sm_ arch?)", r, out.log);
+    out.cubin.resize(size);
+    r = a.nvrtcGetCUBIN(prog, out.cubin.data());
+    if (r != NVRTC_SUCCESS) throw fail("nvrtcGetCUBIN", r, out.log);
+  }
   for (const auto& e : program.name_expressions) {
     const char* lowered = nullptr;
     r = a.nvrtcGetLoweredName(prog, e.c_str(), &lowered);

@@ -11,7 +11,7 @@
 namespace cake {
 
 struct CompiledBinary {
-  std::string cubin;
+  std::string cubin;  // for a virtual arch, PTX text (no NUL)
   std::string log;
   std::vector<std::string> lowered_names;  // one per name expression, same order
   double seconds = 0;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "aot_manifest.hpp"
@@ -51,6 +52,30 @@ bool current(const AotManifest& m, const Build& b, const NvrtcInfo& nvrtc) {
 
 }  // namespace
 
+std::vector<const Build*> builds_for_archs(const Registry& registry, const std::vector<Arch>& archs) {
+  std::vector<const Program*> programs;
+  std::set<std::string> seen;
+  for (const Build* b : registry.concrete_builds())
+    if (seen.insert(b->program).second) programs.push_back(registry.program(b->program));
+  std::vector<const Build*> out;
+  std::set<std::string> keys;
+  for (const Arch& arch : archs)
+    for (const Program* p : programs) {
+      const Build* chosen = nullptr;
+      if (arch.virt) {
+        chosen = registry.build(p->name, arch);  // listed only: nothing derives a virtual build
+      } else {
+        for (const Build* b : registry.device_builds(*p, arch))
+          if (!b->arch.virt) {
+            chosen = b;
+            break;
+          }
+      }
+      if (chosen && keys.insert(chosen->key()).second) out.push_back(chosen);
+    }
+  return out;
+}
+
 PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const PrebuildOptions& opt) {
   auto t0 = std::chrono::steady_clock::now();
   PrebuildSummary sum;
@@ -70,9 +95,8 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
   AvailabilityRule rule(registry, nullptr, nvrtc.info(), opt.jit_enabled);
 
   std::vector<const Build*> todo;
-  for (const Build* bp : registry.concrete_builds()) {
+  for (const Build* bp : builds_for_archs(registry, opt.archs)) {
     const Build& b = *bp;
-    if (std::find(opt.archs.begin(), opt.archs.end(), b.arch) == opt.archs.end()) continue;
     if (opt.filter && !std::regex_search(b.program, *opt.filter)) continue;
     Availability a = rule.check_build(b);
     if (!a.available()) {
@@ -109,7 +133,7 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
         e.source_hash = b.source_hash;
         e.toolkit = nvrtc.info().version.str();
         e.options = b.options;
-        e.file = b.arch.str() + "/" + b.program + ".cubin";
+        e.file = b.arch.str() + "/" + b.program + (b.arch.virt ? ".ptx" : ".cubin");
         e.sha256 = sha256_hex(bin.cubin);
         e.size = bin.cubin.size();
         e.lowered_names = bin.lowered_names;

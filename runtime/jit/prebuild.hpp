@@ -1,6 +1,7 @@
 // `cakec build`: compile every concrete build of the registry (its programs, and the prebuild
-// instances of parametric ones) that the local NVRTC can serve for the
-// requested archs, in parallel, into aot/<arch>/<program>.cubin and aot/manifest.json.
+// instances of parametric ones) that the local NVRTC can serve for the requested archs, in
+// parallel, into aot/<arch>/<program>.cubin (PTX for a virtual arch: <program>.ptx) and
+// aot/manifest.json.
 // Incremental: a build whose cubin is current (same source hash, toolkit, options and
 // sha256) is not compiled again.
 #pragma once
@@ -37,6 +38,11 @@ struct PrebuildSummary {
 };
 
 PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const PrebuildOptions& opt);
+
+// What `archs` need, one build per concrete program (declared, or a prebuild instance) and arch:
+// for a device arch, the cubin build that serves it (a listed build that runs there, else one
+// derived for it from a virtual arch); for a virtual arch, the program's PTX build for it.
+std::vector<const Build*> builds_for_archs(const Registry& registry, const std::vector<Arch>& archs);
 
 // Prebuilds every program the registry registers for device `ordinal`'s arch into `out`,
 // so that no compile happens in the middle of a training step. Throws LibraryMissing

@@ -58,16 +58,7 @@ Availability AvailabilityRule::check_build(const Build& b) const {
 }
 
 Availability AvailabilityRule::check(const Program& program, const Arch& device) const {
-  // Builds that run on the device, the closest first: same arch exactly, then newer minors.
-  std::vector<const Build*> builds;
-  for (const auto& arch : program.archs)
-    if (arch.runs_on(device))
-      if (const Build* b = registry_.build(program.name, arch)) builds.push_back(b);
-  std::stable_sort(builds.begin(), builds.end(), [&](const Build* x, const Build* y) {
-    bool xe = x->arch == device, ye = y->arch == device;
-    if (xe != ye) return xe;
-    return x->arch.minor > y->arch.minor;
-  });
+  const std::vector<const Build*> builds = registry_.device_builds(program, device);
   if (builds.empty()) {
     Availability a;
     a.reason = "no_build";
@@ -77,6 +68,9 @@ Availability AvailabilityRule::check(const Program& program, const Arch& device)
   Availability first;
   for (size_t i = 0; i < builds.size(); ++i) {
     Availability a = check_build(*builds[i]);
+    if (a.available() && a.build->arch.virt)
+      a.detail = "PTX for " + a.build->arch.str() + ": the driver compiles it for " + device.str() +
+                 (first.reason.empty() ? "" : " (" + first.detail + ")");
     if (a.available()) return a;
     if (i == 0) first = a;
   }

@@ -1,5 +1,6 @@
 #include "registry.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -7,6 +8,7 @@
 
 #include "embedded.hpp"
 #include "env.hpp"
+#include "derived_builds.hpp"
 #include "error.hpp"
 #include "instance_table.hpp"
 #include "json_reader.hpp"
@@ -36,6 +38,7 @@ ArchPattern read_arch_pattern(const JsonReader& r) {
   }
   auto a = Arch::parse(s);
   if (!a) r.fail("'" + r.str() + "' is not an arch pattern (e.g. sm_90a or sm_80+)");
+  if (a->virt) r.fail("'" + r.str() + "' is a virtual arch; a window names devices' archs (e.g. sm_80+)");
   p.arch = *a;
   return p;
 }
@@ -407,7 +410,8 @@ void Registry::validate() const {
   }
 }
 
-Registry::Registry() : instances_(std::make_unique<InstanceTable>()) {}
+Registry::Registry()
+    : instances_(std::make_unique<InstanceTable>()), derived_(std::make_unique<DerivedBuildTable>()) {}
 Registry::~Registry() = default;
 
 const Program* Registry::program(const std::string& name) const {
@@ -417,8 +421,30 @@ const Program* Registry::program(const std::string& name) const {
 
 const Build* Registry::build(const std::string& program, const Arch& arch) const {
   const std::string key = program + "@" + arch.str();
-  auto it = build_index_.find(key);
-  return it == build_index_.end() ? instances_->find_build(key) : &builds_[it->second];
+  if (auto it = build_index_.find(key); it != build_index_.end()) return &builds_[it->second];
+  if (const Build* b = instances_->find_build(key)) return b;
+  if (const Build* b = derived_->find(key)) return b;
+  const Program* p = this->program(program);
+  if (p == nullptr || std::find(p->archs.begin(), p->archs.end(), arch) != p->archs.end()) return nullptr;
+  const Build* from = derivation_source(*this, *p, arch);
+  return from ? derived_->get(*from, arch) : nullptr;
+}
+
+std::vector<const Build*> Registry::device_builds(const Program& p, const Arch& device) const {
+  std::vector<const Build*> cubins, ptx;
+  for (const auto& arch : p.archs)
+    if (arch.runs_on(device))
+      if (const Build* b = build(p.name, arch)) (arch.virt ? ptx : cubins).push_back(b);
+  std::stable_sort(cubins.begin(), cubins.end(), [&](const Build* x, const Build* y) {
+    bool xe = x->arch == device, ye = y->arch == device;
+    if (xe != ye) return xe;
+    return x->arch.minor > y->arch.minor;
+  });
+  std::stable_sort(ptx.begin(), ptx.end(), [](const Build* x, const Build* y) { return y->arch < x->arch; });
+  if (cubins.empty())
+    if (const Build* b = build(p.name, device.plain())) cubins.push_back(b);
+  cubins.insert(cubins.end(), ptx.begin(), ptx.end());
+  return cubins;
 }
 
 const Program* Registry::instance(const Program& p, const std::map<std::string, int64_t>& dims,

@@ -45,6 +45,7 @@ struct InstanceDim {
 };
 
 class InstanceTable;
+class DerivedBuildTable;
 
 struct Program {
   std::string name;
@@ -149,9 +150,14 @@ class Registry {
   static std::shared_ptr<const Registry> from_sources(const std::vector<RegistrySource>& src);
   static std::vector<RegistrySource> embedded_sources();
 
-  // Declared programs and builds, then the instances made so far.
+  // Declared programs and builds, then the instances made so far. A program that lists a
+  // virtual arch also has a build for each plain arch from there on (derived_builds.hpp).
   const Program* program(const std::string& name) const;
   const Build* build(const std::string& program, const Arch& arch) const;
+  // The builds that can serve a device of arch `device`, in the order to try: the program's
+  // listed cubins that run there (its own arch first, then the closest older minor); when none
+  // does, a cubin for the device's plain arch derived from a virtual arch; then its PTX builds.
+  std::vector<const Build*> device_builds(const Program& p, const Arch& device) const;
   // The instance of parametric program `p` for a problem's dims: a concrete program (the
   // values in its kernels and params) with a build per arch of `p`, made on the first ask
   // and kept as long as the registry (thread-safe). Null, with `*why`, when a dim is
@@ -182,6 +188,7 @@ class Registry {
   std::unordered_map<std::string, size_t> program_index_, build_index_, route_index_;
   // Instances are a memo of pure functions of the declared data, so a const Registry fills it.
   std::unique_ptr<InstanceTable> instances_;
+  std::unique_ptr<DerivedBuildTable> derived_;
 };
 
 }  // namespace cake

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <map>
 #include <numeric>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,7 @@
 #include "error.hpp"
 #include "gpu_util.hpp"
 #include "grouped_gemm_ops.hpp"
+#include "prebuild.hpp"
 #include "registry.hpp"
 #include "renderer.hpp"
 #include "test_util.hpp"
@@ -531,6 +533,46 @@ TEST_F(GroupedGemmGpu, ReplaysInACapturedGraph) {
     EXPECT_EQ(DW.download<uint32_t>(), dw1);
     EXPECT_EQ(DWB.download<uint16_t>(), dwb1);
   }
+}
+
+// The portable program as PTX (cakec build --arch compute_80), compiled by the driver at load:
+// the path a GPU newer than the local NVRTC takes. With the cubin withheld (no JIT, an aot/
+// holding only the PTX) the forced portable candidate loads the PTX and gives the cubin's bits.
+TEST_F(GroupedGemmGpu, PtxServesThePortableProgramWithTheCubinsBits) {
+  const int64_t E = 4, M = 300, N = 64, K = 128;
+  Operands in(E, M, N, K, {50, 50, 210, 300}, 5);
+  ops::OpOptions o;
+  o.candidate = portable("fwd");
+  Dev Y(DType::bf16, {M, N});
+  Y.poison();
+  auto cubin = ops::prepare_grouped_gemm_fwd(*rt_, Y.dl, in.X.dl, in.W.dl, in.O.dl, o);
+  ASSERT_FALSE(cubin.plan()->stages[0].build->arch.virt);
+  cubin.launch(nullptr);
+  const auto want = Y.download<uint16_t>();
+
+  test::TempDir aot;
+  PrebuildOptions p;
+  p.archs = {*Arch::parse("compute_80")};
+  p.out = aot.path();
+  p.filter = std::regex("^" + cubin.plan()->stages[0].program->name + "$");
+  auto sum = prebuild(*Registry::load_default(), Nvrtc::instance(), p);
+  ASSERT_EQ(sum.built, 1) << "NVRTC is needed to make the PTX";
+  RuntimeOptions ro;
+  ro.aot_dir = aot.path().string();
+  ro.cache_dir = "";
+  ro.jit = false;
+  ro.compile = [](const RenderedProgram&, const Arch&, const std::vector<std::string>&) -> CompiledBinary {
+    throw Error("the test forbids compiling");
+  };
+  Runtime ptx_rt(ro);
+  Y.poison();
+  auto ptx = ops::prepare_grouped_gemm_fwd(ptx_rt, Y.dl, in.X.dl, in.W.dl, in.O.dl, o);
+  EXPECT_EQ(ptx.plan()->stages[0].build->arch.str(), "compute_80");
+  EXPECT_EQ(ptx.plan()->stages[0].served_by, ServedBy::aot);
+  ptx.launch(nullptr);
+  EXPECT_EQ(Y.download<uint16_t>(), want);
+  EXPECT_EQ(ptx_rt.load_stats().aot_loads.load(), 1);
+  EXPECT_EQ(ptx_rt.load_stats().compiles.load(), 0);
 }
 
 // The sm90 programs hand tiles out from two counters the launch owns, which each kernel must

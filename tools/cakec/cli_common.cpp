@@ -35,8 +35,14 @@ Context load_context(const Globals& g) {
 
 cake::Arch parse_arch_arg(const std::string& option, const std::string& value) {
   auto a = cake::Arch::parse(value);
-  if (!a) throw UsageError(option + ": '" + value + "' is not an arch (e.g. sm_90a, sm_80)");
+  if (!a) throw UsageError(option + ": '" + value + "' is not an arch (e.g. sm_90a, sm_80, compute_80)");
   return *a;
+}
+
+cake::Arch parse_device_arch_arg(const std::string& option, const std::string& value) {
+  cake::Arch a = parse_arch_arg(option, value);
+  if (a.virt) throw UsageError(option + ": '" + value + "' is a virtual arch; name a device's (e.g. sm_90a, sm_100a)");
+  return a;
 }
 
 std::optional<std::regex> parse_filter_arg(const std::string& option, const std::string& value) {

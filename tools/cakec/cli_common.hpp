@@ -36,7 +36,10 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A build's arch: a device's ("sm_90a") or a virtual one ("compute_80", PTX).
 cake::Arch parse_arch_arg(const std::string& option, const std::string& value);
+// A device's arch (what a GPU reports): virtual archs are refused.
+cake::Arch parse_device_arch_arg(const std::string& option, const std::string& value);
 
 // A --filter regex: nullopt when empty, UsageError naming the option when it does not parse.
 std::optional<std::regex> parse_filter_arg(const std::string& option, const std::string& value);

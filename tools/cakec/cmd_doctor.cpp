@@ -41,7 +41,7 @@ int run_strict(const Globals& g, const DoctorArgs& a) {
   for (const auto& u : unsafe) std::cout << "unsafe: " << u << "\n";
   cake::Arch arch;
   if (!a.arch.empty()) {
-    arch = parse_arch_arg("--arch", a.arch);
+    arch = parse_device_arch_arg("--arch", a.arch);
   } else {
     auto& drv = cake::Driver::instance();
     if (!drv.available() || drv.device_count() == 0) {

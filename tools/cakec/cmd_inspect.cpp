@@ -72,7 +72,7 @@ struct ListRoutesArgs {
 
 int list_routes(const Globals& g, const ListRoutesArgs& a) {
   std::optional<cake::Arch> arch;
-  if (!a.arch.empty()) arch = parse_arch_arg("--arch", a.arch);
+  if (!a.arch.empty()) arch = parse_device_arch_arg("--arch", a.arch);
   Context ctx = load_context(g);
   std::vector<std::vector<std::string>> rows;
   json out = json::array();
@@ -99,7 +99,10 @@ int list_routes(const Globals& g, const ListRoutesArgs& a) {
       if (arch) {
         for (const auto& s : c.stages) {
           auto av = ctx.rule->check(*ctx.registry->program(s.program), *arch);
-          std::string one = av.available() ? cake::served_by_name(av.by) : "-(" + av.reason + ")";
+          // The build's arch where it is not the device's: sm_80's cubin on sm_86, PTX, ...
+          std::string one = !av.available()         ? "-(" + av.reason + ")"
+                            : av.build->arch == *arch ? cake::served_by_name(av.by)
+                                                      : std::string(cake::served_by_name(av.by)) + " " + av.build->arch.str();
           served += (served.empty() ? "" : ",") + one;
         }
         jserved = served;

@@ -61,7 +61,7 @@ std::string fill_from_schema(cake::Problem& p) {
 }
 
 int run_plan(const Globals& g, const PlanArgs& a) {
-  cake::Device device{parse_arch_arg("--arch", a.arch), a.sms, a.max_smem};
+  cake::Device device{parse_device_arch_arg("--arch", a.arch), a.sms, a.max_smem};
   if (a.sms < 1) throw UsageError("--sms: must be >= 1");
   if (a.max_smem < 0) throw UsageError("--max-smem: must be >= 0");
   cake::Problem problem = build_problem(a);
