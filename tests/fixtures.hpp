@@ -7,6 +7,7 @@
 #include <string>
 
 #include "availability.hpp"
+#include "nvrtc.hpp"
 #include "registry.hpp"
 
 namespace cake::test {
@@ -21,6 +22,14 @@ inline auto all_jit(std::shared_ptr<const Registry> reg) {
     av.build = reg->build(p.name, a);
     return av;
   };
+}
+
+// What a compile returns, without NVRTC: not loadable, one lowered name per kernel.
+inline CompiledBinary fake_binary(const RenderedProgram& p) {
+  CompiledBinary b;
+  b.cubin = "\x7f" "ELF fake cubin for " + p.name;
+  for (size_t i = 0; i < p.name_expressions.size(); ++i) b.lowered_names.push_back("_Zfake" + std::to_string(i));
+  return b;
 }
 
 inline nlohmann::json fixture_registry() {

@@ -20,6 +20,7 @@
 #include "registry.hpp"
 #include "renderer.hpp"
 #include "sha256.hpp"
+#include "fixtures.hpp"
 #include "test_util.hpp"
 
 namespace cake {
@@ -32,13 +33,6 @@ struct Fixture {
   const Program& program = *reg->program("ew_add_f32_v1");
   const Build& build = *reg->build("ew_add_f32_v1", kHopper);
 };
-
-CompiledBinary fake_binary(const RenderedProgram& p) {
-  CompiledBinary b;
-  b.cubin = "\x7f" "ELF fake cubin for " + p.name;
-  for (size_t i = 0; i < p.name_expressions.size(); ++i) b.lowered_names.push_back("_Zfake" + std::to_string(i));
-  return b;
-}
 
 TEST(CacheKey, EveryPartOfTheContentChangesTheKey) {
   Fixture f;
@@ -109,7 +103,7 @@ TEST(Loader, SingleFlightManyThreads) {
   o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
     ++compiles;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return fake_binary(p);
+    return test::fake_binary(p);
   };
   Loader loader(o);
   std::vector<std::thread> threads;
@@ -170,7 +164,7 @@ TEST(Loader, StandInServesWhileTheProgramCompilesInTheBackground) {
     std::unique_lock lock(mu);
     compiled.push_back(p.name);
     if (p.name == full.name) cv.wait(lock, [&] { return release; });  // a slow compile
-    return fake_binary(p);
+    return test::fake_binary(p);
   };
   {
     Loader loader(o);
@@ -228,7 +222,7 @@ TEST(Loader, StandInFailures) {
       ++calls;
       if (p.name == failing)
         throw CompileError("nvrtcCompileProgram: NVRTC_ERROR_COMPILATION", p.name, a.str(), p.source_hash, opts, "error");
-      return fake_binary(p);
+      return test::fake_binary(p);
     };
     Loader loader(o);
     ServedBinary first = loader.serve(full, fb, &quick, &qb);
@@ -259,7 +253,7 @@ TEST(Loader, DiskCacheServesASecondLoader) {
   o.nvrtc_version = [] { return std::string("13.0"); };
   o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
     ++compiles;
-    return fake_binary(p);
+    return test::fake_binary(p);
   };
   Loader first(o);
   EXPECT_EQ(first.binary(f.program, f.build)->from, ServedFrom::jit);
@@ -288,7 +282,7 @@ std::vector<pid_t> spawn_racers(int n, const Fixture& f, const std::filesystem::
       o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
         std::ofstream(starts, std::ios::app) << ::getpid() << "\n" << std::flush;
         std::this_thread::sleep_for(std::chrono::milliseconds(compile_ms));
-        return fake_binary(p);
+        return test::fake_binary(p);
       };
       int rc = 0;
       try {
@@ -341,7 +335,7 @@ TEST(Loader, AotIsUsedAndCheckedBeforeAnythingElse) {
   o.jit_enabled = false;
   o.compile = [&](const RenderedProgram& p, const Arch&, const std::vector<std::string>&) {
     ++compiles;
-    return fake_binary(p);
+    return test::fake_binary(p);
   };
   {
     Loader loader(o);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "aot_manifest.hpp"
+#include "cake_c.h"
 #include "compile_worker.hpp"
 
 #include <chrono>
@@ -207,6 +208,42 @@ TEST(Prebuild, CakecBuildForLaterArchsAndPtx) {
   r = test::run(cakec + plan + " --arch compute_80");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("virtual arch"), std::string::npos) << r.out;
+}
+
+// Prebuilding for a job: `cakec build --shapes` builds exactly the chosen programs, after which
+// `cakec doctor --strict --shapes` finds nothing left to compile; the C ABI compiles the same
+// into a runtime once.
+TEST(Prebuild, ForAJobsShapes) {
+  test::TempDir dir;
+  dir.write("job.json", R"({"arch": "sm_90a", "sms": 132, "problems": [
+      {"op": "elementwise.cast", "dims": {"n": 4096}, "dtypes": {"out": "bf16", "in": "f32"}},
+      {"op": "elementwise.cast", "dims": {"n": 1000000}, "dtypes": {"out": "bf16", "in": "f32"}},
+      {"op": "elementwise.add", "dims": {"n": 1024}, "dtypes": {"out": "f32"}}]})");
+  const std::string cakec = CAKEC_PATH, job = (dir.path() / "job.json").string(), out = (dir.path() / "aot").string();
+  auto r = test::run(cakec + " build --shapes " + job + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("summary: 2 built, 0 up to date"), std::string::npos) << r.out;  // one cast, one add
+  EXPECT_EQ(AotManifest::read(out).entries().size(), 2u);
+  r = test::run(cakec + " --aot " + out + " doctor --strict --shapes " + job);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("every problem's route is served from aot/"), std::string::npos) << r.out;
+  r = test::run(cakec + " build --shapes " + job + " --out " + out);
+  EXPECT_NE(r.out.find("summary: 0 built, 2 up to date"), std::string::npos) << r.out;
+
+  cake_runtime* rt = nullptr;
+  const std::string opts = R"({"aot_dir": "", "cache_dir": ")" + (dir.path() / "cache").string() + R"("})";
+  ASSERT_EQ(cake_runtime_create(opts.c_str(), &rt), CAKE_OK) << cake_last_error();
+  const std::string shapes = *read_file(job);
+  const char* summary = nullptr;
+  ASSERT_EQ(cake_prebuild_for(rt, shapes.c_str(), &summary), CAKE_OK) << cake_last_error();
+  EXPECT_EQ(nlohmann::json::parse(summary).at("built"), 2) << summary;
+  ASSERT_EQ(cake_prebuild_for(rt, shapes.c_str(), &summary), CAKE_OK) << cake_last_error();
+  EXPECT_EQ(nlohmann::json::parse(summary).at("up_to_date"), 2) << summary;  // in memory
+  cake_runtime_destroy(rt);
+  ASSERT_EQ(cake_runtime_create(opts.c_str(), &rt), CAKE_OK) << cake_last_error();
+  ASSERT_EQ(cake_prebuild_for(rt, shapes.c_str(), &summary), CAKE_OK) << cake_last_error();
+  EXPECT_EQ(nlohmann::json::parse(summary).at("up_to_date"), 2) << summary;  // a new process: the disk cache
+  cake_runtime_destroy(rt);
 }
 
 // The compile rows of cakec bench jit, where a user runs them (no GPU needed).

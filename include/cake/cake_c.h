@@ -48,6 +48,17 @@ void cake_launch_free(cake_launch* launch);
 cake_status cake_run(cake_runtime* rt, const char* op, int n, const char* const* names,
                      const DLTensor* const* tensors, const char* options_json, void* stream);
 
+/* Compiles (or loads from aot/ and the disk cache) every program the planner picks for the
+ * problems of shapes_json, so that their first calls compile nothing; call it before the
+ * first step. shapes_json: the format of `cakec build --shapes` ({"problems": [{"op", "dims",
+ * "dtypes", "accumulate", "deterministic"}]}, docs/design.md); its "arch" and "sms", when both
+ * are given, name the device, else device 0's are used. summary_json (may be NULL) receives
+ * {"built", "up_to_date", "skipped": [{"problem", "why"}], "failed": [{"build", "why"}]},
+ * valid until the next cake call on this thread. CAKE_ERROR_ARGUMENT for a malformed
+ * shapes_json; CAKE_ERROR_NO_ROUTE when a problem has no route, CAKE_ERROR_COMPILE when a
+ * build failed (the others are still built). */
+cake_status cake_prebuild_for(cake_runtime* rt, const char* shapes_json, const char** summary_json);
+
 /* Every op's schema as a JSON array: [{"op", "args": [{"name", "dtypes", "output",
  * "optional"}], "accumulate", "eps"}]. Valid for the life of the process. */
 const char* cake_ops_json(void);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "launch.hpp"
+#include "prebuild.hpp"
 #include "runtime.hpp"
 
 namespace cake::ops {
@@ -45,5 +46,14 @@ Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, 
 // One call: prepare and launch on `stream`; scratch is allocated and freed in stream order.
 void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream,
          const OpOptions& opt = {});
+
+// Compiles (or loads from aot/ and the disk cache) every program the planner picks for
+// `problems` on `device` (default: device 0), in parallel, so that their first calls compile
+// nothing: call it once before the first step with the shapes the job will run. A problem
+// names its op, dims and dtypes as `cakec plan` takes them; tensors not given take the op's
+// usual dtypes, 256-byte aligned (runtime/ops/shapes.hpp). `built`: compiled by this call;
+// `up_to_date`: served from aot/, the disk cache or memory; `skipped`: problems with no route
+// and why; a build that fails is reported and passed over by later plans.
+PrebuildSummary prebuild_for(Runtime& rt, std::vector<Problem> problems, std::optional<Device> device = {});
 
 }  // namespace cake::ops

@@ -12,6 +12,7 @@
 #include "error.hpp"
 #include "op_family.hpp"
 #include "ops.hpp"
+#include "shapes.hpp"
 
 struct cake_runtime {
   cake::Runtime rt;
@@ -26,6 +27,7 @@ struct cake_launch {
 namespace {
 
 thread_local std::string last_error;
+thread_local std::string last_summary;
 
 template <typename F>
 cake_status guarded(F&& f) {
@@ -150,6 +152,42 @@ cake_status cake_run(cake_runtime* rt, const char* op, int n, const char* const*
   return guarded([&] {
     cake::ops::run(rt->rt, op, named(n, names, tensors), static_cast<CUstream>(stream), parse_options(options_json));
   });
+}
+
+cake_status cake_prebuild_for(cake_runtime* rt, const char* shapes_json, const char** summary_json) {
+  if (summary_json) *summary_json = "";
+  if (!rt) return null_arg("rt");
+  if (!shapes_json) return null_arg("shapes_json");
+  cake::PrebuildSummary sum;
+  cake_status st = guarded([&] {
+    cake::ops::Shapes shapes;
+    try {
+      shapes = cake::ops::parse_shapes(shapes_json, "shapes_json");
+    } catch (const cake::Error& e) {
+      throw cake::ArgumentError("shapes_json", e.what());
+    }
+    std::optional<cake::Device> device;
+    if (shapes.arch && shapes.sms > 0) device = cake::Device{*shapes.arch, shapes.sms, shapes.max_smem};
+    sum = cake::ops::prebuild_for(rt->rt, shapes.problems, device);
+  });
+  if (st != CAKE_OK) return st;
+  nlohmann::json skipped = nlohmann::json::array(), failed = nlohmann::json::array();
+  for (const auto& [problem, why] : sum.skipped) skipped.push_back({{"problem", problem}, {"why", why}});
+  for (const auto& [build, why] : sum.failures) failed.push_back({{"build", build}, {"why", why}});
+  last_summary = nlohmann::json{{"built", sum.built}, {"up_to_date", sum.up_to_date}, {"skipped", skipped},
+                                {"failed", failed}}.dump();
+  if (summary_json) *summary_json = last_summary.c_str();
+  if (!sum.failures.empty()) {
+    last_error = "prebuild_for: " + std::to_string(sum.failures.size()) + " build(s) failed, first " +
+                 sum.failures[0].first + ": " + sum.failures[0].second;
+    return CAKE_ERROR_COMPILE;
+  }
+  if (!sum.skipped.empty()) {
+    last_error = "prebuild_for: no route for " + std::to_string(sum.skipped.size()) + " problem(s), first " +
+                 sum.skipped[0].first + ": " + sum.skipped[0].second;
+    return CAKE_ERROR_NO_ROUTE;
+  }
+  return CAKE_OK;
 }
 
 const char* cake_ops_json(void) {

@@ -249,6 +249,8 @@ std::shared_ptr<const ProgramSwap> Loader::swap_when_ready(const Program& progra
   return swap;
 }
 
+bool Loader::holds(const Build& build) { return known_binary(binary_key(build)).has_value(); }
+
 std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> Loader::known_binary(
     const std::string& key) {
   std::lock_guard lock(mu_);

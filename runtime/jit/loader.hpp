@@ -109,6 +109,9 @@ class Loader {
   // function and size; later calls with the same or a smaller size cost a map lookup.
   void ensure_dynamic_smem(CUfunction f, int bytes);
 
+  // Whether `build`'s binary is in memory (or being loaded) already.
+  bool holds(const Build& build);
+
   const LoaderStats& stats() const { return stats_; }
   const DiskCache* disk_cache() const { return disk_ ? &*disk_ : nullptr; }
 

@@ -95,7 +95,7 @@ PrebuildSummary prebuild(const Registry& registry, const Nvrtc& nvrtc, const Pre
   AvailabilityRule rule(registry, nullptr, nvrtc.info(), opt.jit_enabled);
 
   std::vector<const Build*> todo;
-  for (const Build* bp : builds_for_archs(registry, opt.archs)) {
+  for (const Build* bp : opt.builds.empty() ? builds_for_archs(registry, opt.archs) : opt.builds) {
     const Build& b = *bp;
     if (opt.filter && !std::regex_search(b.program, *opt.filter)) continue;
     Availability a = rule.check_build(b);

@@ -20,6 +20,9 @@ namespace cake {
 
 struct PrebuildOptions {
   std::vector<Arch> archs;
+  // Non-empty: exactly these builds (of `registry`, e.g. what the planner picks for a job's
+  // problems: ops::plan_shapes), and `archs` is not read.
+  std::vector<const Build*> builds;
   std::filesystem::path out = "aot";
   int jobs = 0;                     // 0: one per core
   std::optional<std::regex> filter;  // program names to build

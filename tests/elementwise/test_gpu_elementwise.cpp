@@ -154,6 +154,29 @@ TEST_F(GpuTest, FirstCallJitsThenMemoryThenDisk) {
   CAKE_CU(cuCtxSynchronize());
 }
 
+// ops::prebuild_for on the device's own facts: the call's first prepare then compiles nothing.
+TEST_F(GpuTest, PrebuildForLeavesNothingToCompileAtTheFirstCall) {
+  auto rt = fresh_runtime();
+  const int64_t n = 1 << 16;
+  Problem add;
+  add.op = "elementwise.add";
+  add.dims = {{"n", n}};
+  add.dtypes = {{"out", DType::f32}};
+  PrebuildSummary sum = ops::prebuild_for(*rt, {add});
+  EXPECT_EQ(sum.built, 1);
+  EXPECT_EQ(sum.failed, 0);
+  EXPECT_TRUE(sum.skipped.empty());
+  auto ha = test::random_floats(n, 21), hb = test::random_floats(n, 22);
+  GpuTensor a(DType::f32, n), b(DType::f32, n), out(DType::f32, n);
+  a.upload(ha);
+  b.upload(hb);
+  out.poison();
+  ops::prepare_add(*rt, out.dl(), a.dl(), b.dl()).launch(nullptr);
+  EXPECT_EQ(rt->load_stats().compiles.load(), 1);  // the prebuild's, none at the call
+  auto got = out.download<float>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(test::f32_bits(got[size_t(i)]), test::f32_bits(ha[size_t(i)] + hb[size_t(i)]));
+}
+
 TEST_F(GpuTest, AotCubinServesWithoutNvrtc) {
   test::TempDir aot;
   PrebuildOptions p;

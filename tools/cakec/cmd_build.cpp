@@ -11,6 +11,7 @@
 #include "nvrtc.hpp"
 #include "prebuild.hpp"
 #include "render_files.hpp"
+#include "shapes_cli.hpp"
 
 namespace cakec {
 namespace {
@@ -44,28 +45,36 @@ struct BuildArgs {
   std::string filter;
   bool force = false;
   bool for_device = false;
+  ShapesArgs shapes;
 };
 
 int run_build(const Globals& g, const BuildArgs& a) {
   cake::PrebuildOptions opt;
   for (const auto& s : a.archs) opt.archs.push_back(parse_arch_arg("--arch", s));
+  if (a.jobs < 0) throw UsageError("-j: must be >= 0");
+  opt.filter = parse_filter_arg("--filter", a.filter);
+  opt.out = a.out;
+  opt.jobs = a.jobs > 0 ? a.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  opt.force = a.force;
+  opt.jit_enabled = cake::env::jit_enabled();
+  opt.progress = &std::cout;
+  if (!a.shapes.file.empty()) {
+    if (a.for_device || a.archs.size() > 1) throw UsageError("--shapes takes at most one --arch and no --for-device");
+    ShapesArgs s = a.shapes;
+    if (!a.archs.empty()) s.arch = a.archs.front();
+    return build_for_shapes(g, s, opt);
+  }
+  if (a.shapes.sms != 0) throw UsageError("--sms goes with --shapes");
   if (a.for_device) {
     if (!a.archs.empty()) throw UsageError("--for-device and --arch exclude each other");
     opt.archs = {cake::Driver::instance().device(0).arch};  // throws without a GPU
   }
-  if (a.jobs < 0) throw UsageError("-j: must be >= 0");
-  opt.filter = parse_filter_arg("--filter", a.filter);
   auto registry = cake::Registry::load_default(g.registries);
   if (opt.archs.empty()) {
     std::set<cake::Arch> all;
     for (const auto& b : registry->builds()) all.insert(b.arch);
     opt.archs.assign(all.begin(), all.end());
   }
-  opt.out = a.out;
-  opt.jobs = a.jobs > 0 ? a.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
-  opt.force = a.force;
-  opt.jit_enabled = cake::env::jit_enabled();
-  opt.progress = &std::cout;
   const auto& nvrtc = cake::Nvrtc::instance();
   std::string archs;
   for (const auto& x : opt.archs) archs += (archs.empty() ? "" : " ") + x.str();
@@ -96,6 +105,10 @@ void add_build_commands(CLI::App& app, Globals& g, int& exit_code) {
   bc->add_option("--filter", b->filter, "only programs whose name matches this regex");
   bc->add_flag("--force", b->force, "rebuild even when the cubin is current");
   bc->add_flag("--for-device", b->for_device, "every program registered for GPU 0's arch");
+  bc->add_option("--shapes", b->shapes.file,
+                 "a JSON of the problems a job runs: build exactly what the planner picks for them")
+      ->type_name("FILE");
+  bc->add_option("--sms", b->shapes.sms, "with --shapes: the device's SM count (default the file's, else GPU 0's)");
   bc->callback([&g, &exit_code, b] { exit_code = run_build(g, *b); });
 }
 

@@ -12,6 +12,7 @@
 #include "env.hpp"
 #include "error.hpp"
 #include "nvrtc.hpp"
+#include "shapes_cli.hpp"
 
 namespace cakec {
 namespace {
@@ -19,6 +20,7 @@ namespace {
 struct DoctorArgs {
   bool strict = false;
   std::string arch;
+  ShapesArgs shapes;
 };
 
 // The folders cake would load code from that another user could change: "cache: <why>".
@@ -157,7 +159,20 @@ void add_doctor_command(CLI::App& app, Globals& g, int& exit_code) {
               "list every candidate this device could not serve without JIT, and any cache or aot "
               "folder another user could change (exit 1 if any)");
   c->add_option("--arch", a->arch, "with --strict: the arch to check (default GPU 0's)");
-  c->callback([&g, &exit_code, a] { exit_code = a->strict ? run_strict(g, *a) : run_doctor(g); });
+  c->add_option("--shapes", a->shapes.file,
+                "with --strict: which of the problems in this JSON (cakec build --shapes) would still compile")
+      ->type_name("FILE");
+  c->add_option("--sms", a->shapes.sms, "with --shapes: the device's SM count (default the file's, else GPU 0's)");
+  c->callback([&g, &exit_code, a] {
+    if (!a->shapes.file.empty() || a->shapes.sms != 0) {
+      if (!a->strict) throw UsageError("--shapes and --sms go with --strict");
+      ShapesArgs s = a->shapes;
+      s.arch = a->arch;
+      exit_code = strict_for_shapes(g, s);
+      return;
+    }
+    exit_code = a->strict ? run_strict(g, *a) : run_doctor(g);
+  });
 }
 
 }  // namespace cakec

@@ -1,6 +1,5 @@
 // cakec plan: the planner's choice for a problem given on the command line, and why every
 // earlier candidate was passed over.
-#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -8,6 +7,7 @@
 #include "plan_args.hpp"
 #include "op_family.hpp"
 #include "planner.hpp"
+#include "shapes.hpp"
 
 namespace cakec {
 namespace {
@@ -36,36 +36,12 @@ nlohmann::json plan_json(const cake::PlanResult& r) {
           {"passed_over", passed}};
 }
 
-// What the command line did not give, from the op's schema: a required tensor's dtype is that
-// of the first given tensor when the argument takes it (f32 everywhere once out=f32), else the
-// argument's first dtype; every tensor is 256-byte aligned, as allocators give. Optional
-// tensors stay out. Returns what it assumed.
-std::string fill_from_schema(cake::Problem& p) {
-  const cake::ops::OpSpec* spec = cake::ops::find_op(p.op);
-  if (spec == nullptr) return "";  // an op that only a user registry knows
-  std::optional<cake::DType> given;
-  for (const auto& arg : spec->args)
-    if (!given && p.dtypes.count(arg.name)) given = p.dtypes.at(arg.name);
-  std::string assumed;
-  for (const auto& arg : spec->args) {
-    if (arg.optional) continue;
-    if (!p.dtypes.count(arg.name)) {
-      const bool takes = given && std::find(arg.dtypes.begin(), arg.dtypes.end(), *given) != arg.dtypes.end();
-      const cake::DType t = takes ? *given : arg.dtypes.front();
-      p.dtypes[arg.name] = t;
-      assumed += std::string(assumed.empty() ? "" : ", ") + arg.name + "=" + cake::dtype_name(t);
-    }
-    if (!p.align.count(arg.name)) p.align[arg.name] = 256;
-  }
-  return assumed;
-}
-
 int run_plan(const Globals& g, const PlanArgs& a) {
   cake::Device device{parse_device_arch_arg("--arch", a.arch), a.sms, a.max_smem};
   if (a.sms < 1) throw UsageError("--sms: must be >= 1");
   if (a.max_smem < 0) throw UsageError("--max-smem: must be >= 0");
   cake::Problem problem = build_problem(a);
-  const std::string assumed = fill_from_schema(problem);
+  const std::string assumed = cake::ops::complete_problem(problem);
   Context ctx = load_context(g);
   cake::Planner planner(ctx.registry, [&](const cake::Program& p, const cake::Arch& arch) {
     return ctx.rule->check(p, arch);
