@@ -66,6 +66,18 @@ TEST(EveryArch, VirtualArchsParseAndRunOnEveryLaterArch) {
   EXPECT_FALSE(Arch::parse("virtual_80").has_value());
 }
 
+TEST(EveryArch, ArchAndVersionParsersRefuseWhatIsMalformed) {
+  for (std::string ok : {"sm_80", "sm_86", "sm_90a", "sm_100a", "sm_103f", "sm_120", "compute_80", "compute_90a"})
+    EXPECT_EQ(Arch::parse(ok)->str(), ok);
+  for (std::string bad : {"", "sm_", "sm_8", "sm_08", "sm_1000", "sm_90b", "sm_90aa", "sm90", "SM_90", "compute_",
+                          "compute_8", " sm_90", "sm_90 ", "sm_9a", "sm_-90"})
+    EXPECT_FALSE(Arch::parse(bad).has_value()) << "'" << bad << "'";
+  EXPECT_EQ(*CudaVersion::parse("13.0"), (CudaVersion{13, 0}));
+  EXPECT_EQ(*CudaVersion::parse("12.10"), (CudaVersion{12, 10}));
+  for (std::string bad : {"", "13", "13.", ".0", "13.0.1", "1234.0", "13,0", "a.b", " 13.0"})
+    EXPECT_FALSE(CudaVersion::parse(bad).has_value()) << "'" << bad << "'";
+}
+
 TEST(EveryArch, RetargetReplacesTheArchOptionOnly) {
   const std::vector<std::string> opts = {"--gpu-architecture=compute_80", "--std=c++17", "--fmad=true"};
   EXPECT_EQ(retarget_options(opts, arch("sm_100")),

@@ -1,18 +1,34 @@
 #include "arch.hpp"
 
-#include <regex>
+#include <cctype>
 
 namespace cake {
 
+namespace {
+// Digits of `s` from `at`: their value, `at` moved past them; -1 when there are none or more
+// than `max_digits`.
+int digits(const std::string& s, size_t& at, size_t max_digits) {
+  size_t n = 0;
+  int v = 0;
+  while (at < s.size() && std::isdigit(static_cast<unsigned char>(s[at])) && n < max_digits + 1) v = v * 10 + (s[at++] - '0'), ++n;
+  return n == 0 || n > max_digits ? -1 : v;
+}
+}  // namespace
+
+// Hand-written, not std::regex: registry loads parse every build's arch.
 std::optional<Arch> Arch::parse(const std::string& s) {
-  static const std::regex re("(sm|compute)_([1-9][0-9]?)([0-9])([af]?)");
-  std::smatch m;
-  if (!std::regex_match(s, m, re)) return std::nullopt;
   Arch a;
-  a.virt = m[1] == "compute";
-  a.major = std::stoi(m[2]);
-  a.minor = std::stoi(m[3]);
-  a.suffix = m[4].length() ? m[4].str()[0] : 0;
+  size_t at = 0;
+  if (s.rfind("sm_", 0) == 0) at = 3;
+  else if (s.rfind("compute_", 0) == 0) at = 8, a.virt = true;
+  else return std::nullopt;
+  const size_t first = at;
+  const int n = digits(s, at, 3);  // "80", "100": major digits then one minor digit
+  if (n < 0 || at - first < 2 || s[first] == '0') return std::nullopt;
+  a.major = n / 10;
+  a.minor = n % 10;
+  if (at < s.size() && (s[at] == 'a' || s[at] == 'f')) a.suffix = s[at++];
+  if (at != s.size()) return std::nullopt;
   return a;
 }
 
@@ -29,10 +45,12 @@ bool Arch::runs_on(const Arch& device) const {
 }
 
 std::optional<CudaVersion> CudaVersion::parse(const std::string& s) {
-  static const std::regex re("([0-9]{1,3})\\.([0-9]{1,3})");
-  std::smatch m;
-  if (!std::regex_match(s, m, re)) return std::nullopt;
-  return CudaVersion{std::stoi(m[1]), std::stoi(m[2])};
+  size_t at = 0;
+  const int major = digits(s, at, 3);
+  if (major < 0 || at >= s.size() || s[at++] != '.') return std::nullopt;
+  const int minor = digits(s, at, 3);
+  if (minor < 0 || at != s.size()) return std::nullopt;
+  return CudaVersion{major, minor};
 }
 
 std::optional<DType> parse_dtype(const std::string& s) {

@@ -1,6 +1,7 @@
 #include "instance_table.hpp"
 
 #include <mutex>
+#include <cctype>
 #include <regex>
 #include <set>
 
@@ -34,10 +35,16 @@ std::string instance_domain_error(const Program& parametric, const std::map<std:
 }
 
 std::vector<std::string> kernel_placeholders(const std::string& kernel) {
-  static const std::regex re("\\{([A-Za-z_][A-Za-z0-9_]*)\\}");
+  // Hand-written, not std::regex: every program's kernels are scanned at registry load.
+  auto word = [](char c, bool first) {
+    return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
   std::vector<std::string> out;
-  for (auto it = std::sregex_iterator(kernel.begin(), kernel.end(), re); it != std::sregex_iterator(); ++it)
-    out.push_back((*it)[1]);
+  for (size_t open = kernel.find('{'); open != std::string::npos; open = kernel.find('{', open + 1)) {
+    size_t end = open + 1;
+    while (end < kernel.size() && word(kernel[end], end == open + 1)) ++end;
+    if (end > open + 1 && end < kernel.size() && kernel[end] == '}') out.push_back(kernel.substr(open + 1, end - open - 1));
+  }
   return out;
 }
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
-#include <regex>
+#include <cctype>
 #include <set>
 #include <sstream>
 
@@ -17,9 +17,13 @@ namespace cake {
 namespace {
 
 // Names become file names in caches and aot/: keep them to a safe alphabet.
+// (Hand-written checks, not std::regex: a registry load runs thousands of them, and a new
+// process's Runtime is meant to cost under a millisecond.)
 void check_name(const JsonReader& r, const std::string& s) {
-  static const std::regex re("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
-  if (!std::regex_match(s, re))
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  bool ok = !s.empty() && s.size() <= 128 && word(s[0]);
+  for (size_t i = 1; ok && i < s.size(); ++i) ok = word(s[i]) || s[i] == '.' || s[i] == '-';
+  if (!ok)
     r.fail("'" + s + "' is not a valid name (letters, digits, '_', '.', '-'; at most 128)");
 }
 
@@ -234,8 +238,8 @@ void Registry::parse(const RegistrySource& src) {
       build.min_cuda = *v;
       build.options = read_strings(b.at("options"));
       build.source_hash = b.at("source_hash").str();
-      static const std::regex hex("[0-9a-f]{64}");
-      if (!std::regex_match(build.source_hash, hex))
+      const std::string& h = build.source_hash;
+      if (h.size() != 64 || !std::all_of(h.begin(), h.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); }))
         b.at("source_hash").fail("expected 64 lowercase hex digits (sha256)");
       build.origin = {src.file, b.path()};
       builds_.push_back(std::move(build));

@@ -57,6 +57,13 @@ CUcontext make_primary_current() {
 // exist (the application's cost), it times the Runtime's creation (registry, aot manifest)
 // and then the first call (prepare + launch) of each of the probe's programs.
 int run_child(const BenchArgs& a) {
+  if (a.child_mode == "runtime") {  // the Runtime's creation alone, as the environment sets it up: no GPU needed
+    cake::RuntimeOptions o;
+    const auto t0 = clock_type::now();
+    cake::Runtime rt(o);
+    std::printf("%.1f 1\n", us_since(t0));
+    return kOk;
+  }
   make_primary_current();
   auto probe = make_jit_probe();
   const int calls = probe->calls();
@@ -185,6 +192,11 @@ int run_bench_jit(const BenchArgs& a) {
   rows.push_back({"compile worker process: extra time per compile", worker.empty() ? "no worker" : fmt(median(worker_extra), "ms"), "", ""});
   if (a.each) std::cout << format_table({"PROGRAM", "KERNELS", "COLD COMPILE"}, each) << "\n";
   if (!gpu || a.compile_only) {
+    // A new process's Runtime as the environment sets it up (CAKE_AOT_DIR, CAKE_CACHE_DIR).
+    const auto created = spawn_children("runtime", "", "", a.runs, 0);
+    const double us = median(created.runtime_us);
+    rows.push_back({"new process: Runtime creation (registry, manifest)", fmt(us / 1000, "ms"), "<= 1 ms",
+                    us <= 1000 ? "ok" : "MISS"});
     std::cout << "cakec bench jit --compile-only: " << arch.str() << (gpu ? "" : " (no GPU)") << ", NVRTC "
               << nvrtc.info().version.str() << ", " << per_program.size() << " programs, " << std::max(3, a.runs / 4) << " compiles each\n";
     std::cout << format_table({"MEASURE", "MEDIAN", "TARGET", ""}, rows);
@@ -214,7 +226,9 @@ int run_bench_jit(const BenchArgs& a) {
   auto disk = spawn_children("disk", tmp + "/cache", "", a.runs, calls);
   auto aot = spawn_children("aot", tmp + "/empty-cache", tmp + "/aot", a.runs, calls);
   double disk_us = median(disk.call_us), aot_us = median(aot.call_us);
-  rows.push_back({"new process: Runtime creation (registry, manifest)", fmt(median(disk.runtime_us), "us"), "", ""});
+  const double created_us = median(disk.runtime_us);
+  rows.push_back({"new process: Runtime creation (registry, manifest)", fmt(created_us / 1000, "ms"), "<= 1 ms",
+                  created_us <= 1000 ? "ok" : "MISS"});
   rows.push_back({"first call per program, cubin in disk cache", fmt(disk_us, "us"), "<= 1 ms per program", disk_us <= 1000 ? "ok" : "MISS"});
   std::vector<double> first_of_process;
   for (size_t i = 0; i < disk.call_us.size(); i += size_t(calls)) first_of_process.push_back(disk.call_us[i]);
