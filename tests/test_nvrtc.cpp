@@ -70,6 +70,30 @@ TEST(Nvrtc, EveryBuildCompiles) {
   EXPECT_GT(ptx, 0);  // the portable programs' PTX
 }
 
+// A parametric program's instances compile across its domain, not only the prebuilt values:
+// each end, the middle, and a value just inside the low end (odd multiples of the divisor).
+TEST(Nvrtc, ParametricProgramsCompileAcrossTheirDomain) {
+  const Nvrtc& n = nvrtc_or_skip();
+  auto reg = Registry::load_default();
+  const Arch hopper = *Arch::parse("sm_90a");
+  int compiled = 0;
+  for (const Program& p : reg->programs()) {
+    if (!p.parametric()) continue;
+    ASSERT_EQ(p.instance_dims.size(), 1u) << p.name << ": this test walks one dim";
+    const InstanceDim& d = p.instance_dims[0];
+    const int64_t lo = (d.range.lo + d.divisible - 1) / d.divisible * d.divisible, hi = d.range.hi / d.divisible * d.divisible;
+    for (int64_t v : {lo, lo + 3 * d.divisible, (lo + hi) / 2 / d.divisible * d.divisible, hi - 5 * d.divisible, hi}) {
+      const Program* inst = reg->instance(p, {{d.dim, v}});
+      ASSERT_NE(inst, nullptr) << p.name << " " << d.dim << "=" << v;
+      const Build* b = reg->build(inst->name, hopper);
+      ASSERT_NE(b, nullptr) << inst->name;
+      expect_compiles(n, *reg, *b);
+      ++compiled;
+    }
+  }
+  EXPECT_GT(compiled, 0);
+}
+
 // The portable programs as `cakec build --arch` makes them for archs the registry does not
 // list: a cubin for each device's own arch.
 TEST(Nvrtc, PortableProgramsCompileForLaterArchs) {

@@ -23,8 +23,40 @@ CAKE_HOST_DEVICE constexpr int rows_per_block(int h, int vec, int threads) {
   return threads / threads_per_row(h, vec, threads);
 }
 
-// dw_finalize: each block sums this many consecutive columns (one 32-byte sector of FP32).
+// Launch geometry per hidden size, one rule for kernels, codegen and binders (h = 0: the
+// generic program, h read at run time). Measured on the H200 for the sizes that had their own
+// programs (docs/decisions.md); other sizes follow the same rule.
+//
+// Forward: 16-byte accesses; the fewest threads (a power of two from 64) that hold the row
+// in at most four vectors a lane: 1024 -> 64, 4096 -> 128, 5120..8192 -> 256, 16384 -> 512.
+// Rows of at most 64 vectors take 256 threads (several rows per block).
+CAKE_HOST_DEVICE constexpr int fwd_vec(int) { return 8; }
+CAKE_HOST_DEVICE constexpr int fwd_threads(int h) {
+  if (h == 0) return 1024;
+  const int vectors = h / 8;
+  if (vectors <= 64) return 256;
+  int t = 64;
+  while (t < 1024 && (vectors + t - 1) / t > 4) t *= 2;
+  return t;
+}
+// Backward: 256 threads up to H 2048, 512 above (and for the generic program).
+CAKE_HOST_DEVICE constexpr int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : 512; }
+// bf16 per access in the backward: 16-byte vectors leave lanes idle where a row has more
+// vectors than the block and not a multiple of it (H 5120: 640 over 512 lanes); 8-byte ones
+// keep them busy (1280 vectors: 3 slots a lane) at the same bytes in flight.
+CAKE_HOST_DEVICE constexpr int bwd_vec(int h) {
+  return h > 0 && h / 8 > bwd_threads(h) && (h / 8) % bwd_threads(h) != 0 ? 4 : 8;
+}
+// The specialised programs' domain: the row in registers with at most four vectors a lane
+// (fwd up to 512 threads of 8, bwd 512 of 4 or 8). Larger rows take the generic program.
+constexpr int kSpecialisedMinH = 256, kFwdSpecialisedMaxH = 16384, kBwdSpecialisedMaxH = 8192;
+// The largest H an op accepts.
+constexpr long long kMaxH = 1LL << 20;
+
+// dw_finalize: each block sums this many consecutive columns (one 32-byte sector of FP32), with
+// this many threads.
 constexpr int kFinalizeCols = 8;
+constexpr int kFinalizeThreads = 256;
 
 // fwd: y = x_norm * w (h = x + residual first, written to h_out, with a residual). Row strides
 // in elements; w is TW (bf16 or float).

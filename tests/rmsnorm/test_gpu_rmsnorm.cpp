@@ -7,6 +7,7 @@
 
 #include "error.hpp"
 #include "gpu_util.hpp"
+#include "rmsnorm_contract.h"
 #include "rmsnorm_ops.hpp"
 #include "test_util.hpp"
 
@@ -65,7 +66,29 @@ void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<doubl
 struct Case {
   int64_t t, h;
   bool f32_weight, residual;
+  bool generic = false;  // the generic program forced (candidate), whatever H is
 };
+
+// The options of a case: the planner's choice, or the generic program's candidate forced.
+ops::OpOptions fwd_options(const Case& c) {
+  ops::OpOptions o;
+  if (c.generic)
+    o.candidate = std::string("fwd_hany_w") + (c.f32_weight ? "f32" : "bf16") + (c.residual ? "_residual" : "");
+  return o;
+}
+ops::OpOptions bwd_options(const Case& c) {
+  ops::OpOptions o;
+  if (c.generic)
+    o.candidate = std::string("bwd_hany_w") + (c.f32_weight ? "f32" : "bf16") + (c.t <= 16384 ? "_chunk32" : "_chunk64") +
+                  (c.t >= 131072 ? "_compensated" : "");
+  return o;
+}
+
+// The program a case runs: its H's instance inside the parametric domain, else the generic one.
+std::string program_for(const Case& c, const char* op, int64_t max_h) {
+  if (c.generic || c.h < rms::kSpecialisedMinH || c.h > max_h) return std::string("rms_") + op + "_hany";
+  return std::string("rms_") + op + ".h" + std::to_string(c.h);
+}
 
 using RmsNormTest = test::RuntimeTest<::testing::TestWithParam<Case>>;
 
@@ -89,7 +112,8 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
   if (c.f32_weight) wt.upload(wf); else wt.upload(wb);
   y.poison(), hout.poison(), rstd.poison();
   auto fwd = ops::prepare_rmsnorm_fwd(*rt_, y.dl, rstd.dl, c.residual ? &hout.dl : nullptr, x.dl,
-                                      c.residual ? &res.dl : nullptr, wt.dl, eps);
+                                      c.residual ? &res.dl : nullptr, wt.dl, eps, fwd_options(c));
+  ASSERT_EQ(fwd.plan()->stages[0].program->name, program_for(c, "fwd", rms::kFwdSpecialisedMaxH)) << fwd.describe();
   fwd.launch(nullptr);
 
   // FP64 reference on the same bf16 inputs; h = bf16(x + residual) as the kernel defines it.
@@ -118,7 +142,7 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
   {
     Mat y2(DType::bf16, T, H, stride), hout2(DType::bf16, T, H), rstd2(DType::f32, T, 0);
     y2.poison(), hout2.poison(), rstd2.poison();
-    ops::OpOptions one_sm;
+    ops::OpOptions one_sm = fwd_options(c);
     one_sm.max_sms = 1;
     ops::prepare_rmsnorm_fwd(*rt_, y2.dl, rstd2.dl, c.residual ? &hout2.dl : nullptr, x.dl,
                              c.residual ? &res.dl : nullptr, wt.dl, eps, one_sm)
@@ -149,7 +173,8 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
   hsaved.upload(hb);
   auto rstd_dev = rstd.download<float>();
   dx.poison(), dw.poison();
-  auto bwd = ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl);
+  auto bwd = ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl, bwd_options(c));
+  ASSERT_EQ(bwd.plan()->stages[0].program->name, program_for(c, "bwd", rms::kBwdSpecialisedMaxH)) << bwd.describe();
   bwd.launch(nullptr);
   std::vector<double> dxref(size_t(T * H)), dwref(static_cast<size_t>(H), 0.0);
   for (int64_t r = 0; r < T; ++r) {
@@ -180,10 +205,10 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchFp64) {
   // and column groups): same bits.
   for (int rep = 0; rep < 4; ++rep) {
     dw.poison();
-    ops::OpOptions capped;
+    ops::OpOptions capped = bwd_options(c);
     capped.max_sms = rep == 2 ? 1 : 7;
     if (rep == 0) bwd.launch(nullptr);
-    else if (rep == 1) ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl).launch(nullptr);
+    else if (rep == 1) ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl, bwd_options(c)).launch(nullptr);
     else ops::prepare_rmsnorm_bwd(*rt_, dx.dl, dw.dl, dy.dl, hsaved.dl, rstd.dl, wt.dl, capped).launch(nullptr);
     if (c.f32_weight) {
       auto again = dw.download<float>();
@@ -200,14 +225,20 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{333, 1536, true, false}, Case{64, 2048, false, false}, Case{513, 4096, true, true},
                       Case{129, 5120, false, true}, Case{65, 6144, true, false}, Case{65, 6144, false, true},
                       Case{300, 8192, false, false},
-                      Case{300, 8192, true, true}, Case{17, 328, true, true} /* generic H */,
-                      Case{40, 12288, false, false} /* generic, streamed rows */,
+                      Case{300, 8192, true, true}, Case{17, 328, true, true}, Case{11, 3000, false, true},
+                      Case{33, 7168, false, false}, Case{70, 3584, true, true}, Case{21, 5376, false, true},
+                      Case{40, 12288, false, false} /* bwd: generic, streamed rows */,
+                      Case{9, 16384, true, false} /* the fwd domain's top; bwd generic */,
+                      Case{5, 248, false, false} /* below the domain: generic */,
+                      Case{17, 4096, true, true, true}, Case{40, 12288, false, false, true},
+                      Case{300, 8192, false, true, true}, Case{65, 5120, true, false, true},
                       Case{20000, 1024, true, false} /* chunk 64 */,
-                      Case{140000, 256, true, false} /* compensated */),
+                      Case{140000, 256, true, false} /* compensated */,
+                      Case{140000, 256, false, false, true} /* compensated, generic */),
     [](const auto& info) {
       const Case& c = info.param;
       return "T" + std::to_string(c.t) + "_H" + std::to_string(c.h) + (c.f32_weight ? "_wf32" : "_wbf16") +
-             (c.residual ? "_res" : "");
+             (c.residual ? "_res" : "") + (c.generic ? "_generic" : "");
     });
 
 TEST(RmsNormArgs, RejectedBeforeAnythingIsWritten) {

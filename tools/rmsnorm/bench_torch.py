@@ -12,8 +12,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cake_ctypes import CakeRuntime, dltensor  # noqa: F401
 
 rt = CakeRuntime(sys.argv[1], cache_dir=tempfile.mkdtemp())
+# Default: the hidden sizes of common models (docs/perf.md), at 16384 and 65536 rows.
 shapes = [tuple(int(v) for v in a.split(",")) for a in sys.argv[2:]] or [
-    (1024, 16384), (1024, 65536), (4096, 16384), (4096, 65536), (8192, 16384), (8192, 65536)]
+    (h, t) for h in (1024, 2048, 3072, 3584, 4096, 5120, 5376, 6144, 7168, 8192, 12288, 16384) for t in (16384, 65536)]
 eps = 1e-6
 
 

@@ -51,7 +51,7 @@ OpPlan check_fwd(const OpCall& call) {
   if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
   const int64_t T = x.shape[0], H = x.shape[1];
   if (H < 8 || H % 8 != 0) throw ArgumentError("x", "H = " + std::to_string(H) + " must be a positive multiple of 8");
-  if (H > (int64_t(1) << 20)) throw ArgumentError("x", "H = " + std::to_string(H) + " is larger than cake supports (2^20)");
+  if (H > rms::kMaxH) throw ArgumentError("x", "H = " + std::to_string(H) + " is larger than cake supports (2^20)");
   if (!(eps > 0.0f) || !std::isfinite(eps)) throw ArgumentError("eps", "must be a finite number > 0");
   const TensorView *res = call.find("residual"), *hout = call.find("h_out");
   if ((res == nullptr) != (hout == nullptr))
@@ -99,9 +99,10 @@ OpPlan check_fwd(const OpCall& call) {
   op.binder = [=](Runtime&, const DeviceContext& dc) -> Binder {
   const int sms = grid_sms(dc, opt), all_sms = dc.info->sm_count;
   return [=](const Plan&, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
-    const auto& params = s.program->params;
-    const int threads = params.at("threads").get<int>();
-    const int rows_per_block = params.at("rows_per_block").get<int>();
+    // The program's H (an instance's value, or the generic program's 0) gives its geometry.
+    const int ph = s.program->params.at("h").get<int>();
+    const int threads = rms::fwd_threads(ph);
+    const int rows_per_block = rms::rows_per_block(ph, rms::fwd_vec(ph), threads);
     rms::FwdArgs k{};
     k.y = reinterpret_cast<bf16*>(a.at("y"));
     k.rstd = reinterpret_cast<float*>(a.at("rstd"));
@@ -133,7 +134,7 @@ OpPlan check_bwd(const OpCall& call) {
   if (x.shape.size() != 2) throw ArgumentError("x", "must be 2-D [T, H]");
   const int64_t T = x.shape[0], H = x.shape[1];
   if (H < 8 || H % 8 != 0) throw ArgumentError("x", "H = " + std::to_string(H) + " must be a positive multiple of 8");
-  if (H > (int64_t(1) << 20)) throw ArgumentError("x", "H = " + std::to_string(H) + " is larger than cake supports (2^20)");
+  if (H > rms::kMaxH) throw ArgumentError("x", "H = " + std::to_string(H) + " is larger than cake supports (2^20)");
   require_rows(x, T, H);
   require_rows(dy, T, H);
   require_rows(dx, T, H);
@@ -160,7 +161,7 @@ OpPlan check_bwd(const OpCall& call) {
   const int sms = grid_sms(dc, opt);
   return [=](const Plan& plan, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     const auto& params = s.program->params;
-    const int threads = params.at("threads").get<int>();
+    const int threads = params.at("op") == "bwd" ? rms::bwd_threads(params.at("h").get<int>()) : rms::kFinalizeThreads;
     if (params.at("op") == "bwd") {
       const int64_t chunk = kernel_params(s).at("chunk_rows").get<int64_t>();
       rms::BwdArgs k{};

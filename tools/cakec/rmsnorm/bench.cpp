@@ -73,7 +73,8 @@ int run_bench_rmsnorm(std::vector<int64_t> hs, std::vector<int64_t> ts) {
       rows.push_back({std::to_string(H), std::to_string(T), f("%.1f", fwd_ms * 1000), f("%.2f", f_tbps),
                       f("%.0f%%", 100 * f_tbps / copy_tbps), f("%.1f", bwd_ms * 1000), f("%.2f", b_tbps),
                       f("%.0f%%", 100 * b_tbps / copy_tbps), f("%.1f%%", 100 * fin_ms / bwd_ms),
-                      fwd.plan()->route, bwd.plan()->route});
+                      fwd.plan()->route + " (" + fwd.plan()->stages[0].program->name + ")",
+                      bwd.plan()->route + " (" + bwd.plan()->stages[0].program->name + ")"});
     }
   std::cout << format_table({"H", "T", "FWD_US", "FWD_TB/S", "OF_COPY", "BWD_US", "BWD_TB/S", "OF_COPY", "FINALIZE",
                              "FWD_ROUTE", "BWD_ROUTE"},
@@ -84,11 +85,13 @@ int run_bench_rmsnorm(std::vector<int64_t> hs, std::vector<int64_t> ts) {
 }  // namespace
 
 void add_bench_rmsnorm(CLI::App& bench, int& exit_code) {
-  auto hs = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{256, 512, 1024, 1536, 2048, 4096, 5120, 6144, 8192});
-  auto ts = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{4096, 16384, 65536, 131072});
+  // Common models' hidden sizes, and the smallest the specialised programs serve.
+  auto hs = std::make_shared<std::vector<int64_t>>(
+      std::vector<int64_t>{256, 1024, 2048, 3072, 3584, 4096, 5120, 5376, 6144, 7168, 8192, 12288, 16384});
+  auto ts = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{4096, 16384, 65536});
   auto* c = bench.add_subcommand("rmsnorm", "RMSNorm fwd/bwd TB/s and fraction of the copy bandwidth");
-  c->add_option("--h", *hs, "hidden sizes (default the H list)");
-  c->add_option("--t", *ts, "row counts (default 4096 16384 65536 131072)");
+  c->add_option("--h", *hs, "hidden sizes (default 256 1024 2048 3072 3584 4096 5120 5376 6144 7168 8192 12288 16384)");
+  c->add_option("--t", *ts, "row counts (default 4096 16384 65536)");
   c->callback([&exit_code, hs, ts] { exit_code = run_bench_rmsnorm(*hs, *ts); });
 }
 
