@@ -3,6 +3,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 
 #include "error.hpp"
@@ -12,11 +13,11 @@ namespace cake {
 class JsonReader {
  public:
   JsonReader(const nlohmann::json& j, std::string file, std::string path = "")
-      : j_(j), file_(std::move(file)), path_(std::move(path)) {}
+      : j_(j), file_(std::make_shared<const std::string>(std::move(file))), path_(std::move(path)) {}
 
   const nlohmann::json& json() const { return j_; }
   const std::string& path() const { return path_; }
-  std::string where() const { return file_ + ": " + (path_.empty() ? "/" : path_); }
+  std::string where() const { return *file_ + ": " + (path_.empty() ? "/" : path_); }
   [[noreturn]] void fail(const std::string& what) const { throw RegistryError(where(), what); }
 
   bool has(const char* key) const { return j_.is_object() && j_.contains(key); }
@@ -33,8 +34,13 @@ class JsonReader {
   bool boolean() const;
 
  private:
+  JsonReader(const nlohmann::json& j, std::shared_ptr<const std::string> file, std::string path)
+      : j_(j), file_(std::move(file)), path_(std::move(path)) {}
+
   const nlohmann::json& j_;
-  std::string file_, path_;
+  // Shared by a document's readers: a registry load makes one per value it reads.
+  std::shared_ptr<const std::string> file_;
+  std::string path_;
 };
 
 }  // namespace cake
