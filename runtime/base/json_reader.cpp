@@ -3,8 +3,13 @@
 namespace cake {
 
 namespace {
-std::string escape_pointer(const std::string& key) {
+// path + "/" + the key as a JSON pointer token ('~' -> "~0", '/' -> "~1").
+std::string child_path(const std::string& path, const std::string& key) {
   std::string out;
+  out.reserve(path.size() + 1 + key.size());
+  out += path;
+  out += '/';
+  if (key.find_first_of("~/") == std::string::npos) return out += key;
   for (char c : key) {
     if (c == '~') out += "~0";
     else if (c == '/') out += "~1";
@@ -26,7 +31,7 @@ JsonReader JsonReader::at(const std::string& key) const {
   expect_object();
   auto it = j_.find(key);
   if (it == j_.end()) fail("missing required member '" + key + "'");
-  return JsonReader(*it, file_, path_ + "/" + escape_pointer(key));
+  return JsonReader(*it, file_, child_path(path_, key));
 }
 
 JsonReader JsonReader::at(size_t i) const {
