@@ -105,6 +105,7 @@ class CakeRuntime:
                 ctypes.POINTER(ctypes.POINTER(DLTensor)), ctypes.c_char_p]
         self.lib.cake_prepare.argtypes = call + [ctypes.POINTER(ctypes.c_void_p)]
         self.lib.cake_run.argtypes = call + [ctypes.c_void_p]
+        self.lib.cake_prebuild_for.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
         h = ctypes.c_void_p()
         self._check(self.lib.cake_runtime_create(json.dumps(options).encode(), ctypes.byref(h)))
         self.h = h
@@ -116,6 +117,22 @@ class CakeRuntime:
     def compile_worker(self):
         """The compile worker this library runs NVRTC in; "" when compiles run in process."""
         return self.lib.cake_compile_worker_path().decode()
+
+    def prebuild_for(self, shapes):
+        """Compiles (or loads) every program the planner picks for a job's problems, so their
+        first calls compile nothing. shapes: a dict or JSON text in the format of
+        `cakec build --shapes` ({"problems": [{"op", "dims", "dtypes", ...}]}, optionally
+        "arch" and "sms"). Returns the summary: built, up_to_date, skipped, failed; raises
+        CakeError (with .summary) when a problem has no route or a build failed."""
+        text = shapes if isinstance(shapes, str) else json.dumps(shapes)
+        out = ctypes.c_char_p()
+        status = self.lib.cake_prebuild_for(self.h, text.encode(), ctypes.byref(out))
+        summary = json.loads(out.value.decode()) if out.value else None
+        if status != 0:
+            err = CakeError(f"cake status {status}: {self.lib.cake_last_error().decode()}")
+            err.summary = summary
+            raise err
+        return summary
 
     def _check(self, status):
         if status != 0:
