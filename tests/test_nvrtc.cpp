@@ -279,6 +279,10 @@ TEST(Prebuild, CakecBenchJitCompileRows) {
   EXPECT_NE(r.out.find("1 programs, 3 compiles each"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("a first call waits for, slowest (ew_add_f32_v1)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("new process: Runtime creation (registry, manifest)"), std::string::npos) << r.out;
+  // A parametric program is compiled as its prebuild instances.
+  r = test::run(bench + " --each --filter '^rms_fwd\\.h2048$'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("rms_fwd.h2048  "), std::string::npos) << r.out;
   r = test::run(bench + " --filter '^gg_portable_fwd_'");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("a first call waits for, slowest (gg_portable_fwd_128x128x32_s4_w2x2)"), std::string::npos)

@@ -144,17 +144,20 @@ int run_bench_jit(const BenchArgs& a) {
   std::string slowest, slowest_first;
   double slowest_ms = 0, slowest_first_ms = -1;
   std::map<std::string, double> median_of;
+  // The programs as a device of this arch compiles them: declared programs, and parametric
+  // programs as their prebuild instances (their own kernels name placeholders).
+  std::vector<std::pair<const cake::Program*, const cake::Build*>> compiled;
+  for (const cake::Build* b : cake::builds_for_archs(*reg, {arch})) compiled.emplace_back(reg->program(b->program), b);
   std::set<std::string> wanted;
-  for (const auto& prog : reg->programs())
-    if (!filter || std::regex_search(prog.name, *filter)) {
-      wanted.insert(prog.name);
-      if (!prog.stand_in.empty()) wanted.insert(prog.stand_in);
+  for (const auto& [prog, b] : compiled)
+    if (!filter || std::regex_search(prog->name, *filter)) {
+      wanted.insert(prog->name);
+      if (!prog->stand_in.empty()) wanted.insert(prog->stand_in);
     }
   const std::string worker = cake::find_compile_worker();
-  for (const auto& prog : reg->programs()) {
-    const cake::Build* b = reg->build(prog.name, arch);
-    if (!b || !wanted.count(prog.name)) continue;
-    cake::RenderedProgram r = cake::render(prog);
+  for (const auto& [prog, b] : compiled) {
+    if (!wanted.count(prog->name)) continue;
+    cake::RenderedProgram r = cake::render(*prog);
     std::vector<double> t, tw;
     for (int i = 0; i < std::max(3, a.runs / 4); ++i) {
       auto t0 = clock_type::now();
@@ -167,22 +170,22 @@ int run_bench_jit(const BenchArgs& a) {
       }
     }
     double m = median(t);
-    median_of[prog.name] = m;
+    median_of[prog->name] = m;
     per_program.push_back(m);
     if (!tw.empty()) worker_extra.push_back(median(tw) - m);
-    if (m > slowest_ms) slowest_ms = m, slowest = prog.name;
-    each.push_back({prog.name, std::to_string(prog.kernels.size()), fmt(m, "ms")});
+    if (m > slowest_ms) slowest_ms = m, slowest = prog->name;
+    each.push_back({prog->name, std::to_string(prog->kernels.size()), fmt(m, "ms")});
   }
   // What a first call waits for: a program's compile, or its stand-in's where it has one.
   std::set<std::string> standing_in;  // stand-ins of measured programs: counted with their program
-  for (const auto& prog : reg->programs())
-    if (median_of.count(prog.name) && !prog.stand_in.empty()) standing_in.insert(prog.stand_in);
-  for (const auto& prog : reg->programs()) {
-    if (!median_of.count(prog.name) || standing_in.count(prog.name)) continue;
-    const bool stood_in = !prog.stand_in.empty() && median_of.count(prog.stand_in);
-    const double first = stood_in ? median_of[prog.stand_in] : median_of[prog.name];
+  for (const auto& [prog, b] : compiled)
+    if (median_of.count(prog->name) && !prog->stand_in.empty()) standing_in.insert(prog->stand_in);
+  for (const auto& [prog, b] : compiled) {
+    if (!median_of.count(prog->name) || standing_in.count(prog->name)) continue;
+    const bool stood_in = !prog->stand_in.empty() && median_of.count(prog->stand_in);
+    const double first = stood_in ? median_of[prog->stand_in] : median_of[prog->name];
     if (first > slowest_first_ms)
-      slowest_first_ms = first, slowest_first = stood_in ? prog.stand_in + ", stand-in of " + prog.name : prog.name;
+      slowest_first_ms = first, slowest_first = stood_in ? prog->stand_in + ", stand-in of " + prog->name : prog->name;
   }
   if (per_program.empty()) throw cake::Error("cakec bench jit: no program for " + arch.str() + " matches --filter");
   rows.push_back({"cold NVRTC compile, median over programs", fmt(median(per_program), "ms"), "", ""});
