@@ -34,6 +34,12 @@ grep -q "toy_special.cpp: its name names family 'toy'" <<<"$out" || { echo "FAIL
 rm "$tmp/runtime/planner/toy_special.cpp"
 mkdir -p "$tmp/tests/other" && echo "// toy.scale" > "$tmp/tests/other/test_x.cpp"
 "$script" "$tmp" >/dev/null && { echo "FAIL: a test in another family's folder passed"; exit 1; }
+rm "$tmp/tests/other/test_x.cpp"
+# A generic Python test at the top of tests/ may take a family as its example; elsewhere not.
+echo "# toy.scale" > "$tmp/tests/check_x.py"
+"$script" "$tmp" >/dev/null || { echo "FAIL: a generic Python test at the top of tests/ was refused"; exit 1; }
+echo "# toy.scale" > "$tmp/tests/other/check_x.py"
+"$script" "$tmp" >/dev/null && { echo "FAIL: a Python test in another family's folder passed"; exit 1; }
 rm -r "$tmp/tests"
 "$script" "$tmp" >/dev/null || { echo "FAIL: the clean tree was refused"; exit 1; }
 rm -rf "$tmp/.git"

@@ -3,8 +3,8 @@
 # its text or its file name. The families are the folders of codegen/. A name counts wherever
 # it stands between characters that are not letters or digits (so `op_family_toy` and
 # `"toy_ops.hpp"` name a family toy), in any case. Docs, the README and the generated registry
-# may name families; so may the generic tests at the top of tests/, which take real families
-# as their examples: adding a family edits none of them. Prints each offending line; exit 1
+# may name families; so may the generic tests at the top of tests/ (C++ and Python), which take
+# real families as their examples: adding a family edits none of them. Prints each offending line; exit 1
 # if there is one, 2 when ROOT is not a git work tree.
 #   tools/check_slots.sh [ROOT]   (default: this checkout)
 set -uo pipefail
@@ -13,7 +13,8 @@ git rev-parse --is-inside-work-tree >/dev/null 2>&1 || { echo "check_slots: $PWD
 families=$(find codegen -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort)
 [ -n "$families" ] || { echo "check_slots: no family folders in codegen/" >&2; exit 2; }
 files=$(git ls-files --cached --others --exclude-standard -- . ':!docs' ':!README.md' ':!registry' \
-          ':!build.json' ':!aot' ':(exclude,glob)tests/*.cpp' ':(exclude,glob)tests/*.hpp' ':!tests/fuzz' \
+          ':!build.json' ':!aot' ':(exclude,glob)tests/*.cpp' ':(exclude,glob)tests/*.hpp' \
+          ':(exclude,glob)tests/*.py' ':!tests/fuzz' \
           ':!tests/golden') || { echo "check_slots: git ls-files failed" >&2; exit 2; }
 status=0
 for f in $families; do

@@ -1,0 +1,122 @@
+#include "registry_values.hpp"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+namespace cake {
+
+// (Hand-written checks, not std::regex: a registry load runs thousands of them, and a new
+// process's Runtime is meant to cost under a millisecond.)
+void check_name(const JsonReader& r, const std::string& s) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  bool ok = !s.empty() && s.size() <= 128 && word(s[0]);
+  for (size_t i = 1; ok && i < s.size(); ++i) ok = word(s[i]) || s[i] == '.' || s[i] == '-';
+  if (!ok)
+    r.fail("'" + s + "' is not a valid name (letters, digits, '_', '.', '-'; at most 128)");
+}
+
+Arch read_arch(const JsonReader& r) {
+  auto a = Arch::parse(r.str());
+  if (!a) r.fail("'" + r.str() + "' is not an arch (expected e.g. sm_90a)");
+  return *a;
+}
+
+ArchPattern read_arch_pattern(const JsonReader& r) {
+  std::string s = r.str();
+  ArchPattern p;
+  if (!s.empty() && s.back() == '+') {
+    p.or_newer = true;
+    s.pop_back();
+  }
+  auto a = Arch::parse(s);
+  if (!a) r.fail("'" + r.str() + "' is not an arch pattern (e.g. sm_90a or sm_80+)");
+  if (a->virt) r.fail("'" + r.str() + "' is a virtual arch; a window names devices' archs (e.g. sm_80+)");
+  p.arch = *a;
+  return p;
+}
+
+DType read_dtype(const JsonReader& r) {
+  auto t = parse_dtype(r.str());
+  if (!t) r.fail("'" + r.str() + "' is not a dtype (bf16, f16, f32, f64, i32, i64)");
+  return *t;
+}
+
+Range read_range(const JsonReader& r) {
+  r.expect_array();
+  if (r.size() != 2) r.fail("a range is [lo, hi] (hi may be null for no upper bound)");
+  Range out;
+  out.lo = r.at(size_t{0}).int64();
+  if (!r.json()[1].is_null()) out.hi = r.at(size_t{1}).int64();
+  if (out.lo < 0) r.fail("range lower bound " + std::to_string(out.lo) + " is negative");
+  if (out.lo > out.hi)
+    r.fail("empty range: lo " + std::to_string(out.lo) + " > hi " + std::to_string(out.hi));
+  return out;
+}
+
+Window read_window(const JsonReader& r) {
+  r.allow_only({"archs", "sm_count", "dims", "divisible", "parity", "dtypes", "align"});
+  Window w;
+  if (r.has("archs")) {
+    auto a = r.at("archs");
+    a.expect_array();
+    for (size_t i = 0; i < a.size(); ++i) w.archs.push_back(read_arch_pattern(a.at(i)));
+  }
+  if (r.has("sm_count")) w.sm_count = read_range(r.at("sm_count"));
+  if (r.has("dims")) {
+    auto d = r.at("dims");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) w.dims[k] = read_range(d.at(k));
+  }
+  if (r.has("divisible")) {
+    auto d = r.at("divisible");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) {
+      int64_t m = d.at(k).int64();
+      if (m < 1) d.at(k).fail("divisor must be >= 1");
+      w.divisible[k] = m;
+    }
+  }
+  if (r.has("parity")) {
+    auto d = r.at("parity");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) {
+      std::string p = d.at(k).str();
+      if (p != "odd" && p != "even") d.at(k).fail("parity is 'odd' or 'even'");
+      w.parity[k] = p == "odd" ? 1 : 0;
+    }
+  }
+  if (r.has("dtypes")) {
+    auto d = r.at("dtypes");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) w.dtypes[k] = read_dtype(d.at(k));
+  }
+  if (r.has("align")) {
+    auto d = r.at("align");
+    d.expect_object();
+    for (auto& [k, v] : d.json().items()) {
+      int64_t a = d.at(k).int64();
+      if (a < 1 || a > 4096 || (a & (a - 1)) != 0)
+        d.at(k).fail("alignment must be a power of two in 1..4096");
+      w.align[k] = int(a);
+    }
+  }
+  return w;
+}
+
+std::vector<std::string> read_strings(const JsonReader& r) {
+  r.expect_array();
+  std::vector<std::string> out;
+  for (size_t i = 0; i < r.size(); ++i) out.push_back(r.at(i).str());
+  return out;
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RegistryError(path, "cannot open registry file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace cake
