@@ -53,7 +53,7 @@ check_logs() {
 # Tests that crash cake_compile_worker on purpose (CAKE_TEST_WORKER_FAULT=crash:...).
 readonly CRASH_INJECTION_TESTS='^CompileWorker\..*Crash'
 # Tests that load libcake.so into python, which has no sanitizer runtime to load it into.
-readonly UNINSTRUMENTED_HOST_TESTS='^worker_found_beside_ctypes_library$'
+readonly UNINSTRUMENTED_HOST_TESTS='^(worker_found_beside_ctypes_library|ctypes_prebuild_for)$'
 
 mode_asan() {
   tools/setup.sh
