@@ -1,9 +1,9 @@
-"""cake_ctypes from outside the build: a copy of libcake.so and its compile worker in a folder
+"""The Python package's ctypes layer from outside the build: a copy of libcake.so and its compile worker in a folder
 of their own, loaded by a path relative to another folder, still names the worker beside it
-after the script changes folder; tensors cake_ctypes cannot describe are refused before any
+after the script changes folder; tensors cake cannot describe are refused before any
 call (with torch).
 
-    python3 ctypes_trust_check.py LIBCAKE WORKER TOOLS_DIR
+    python3 ctypes_trust_check.py LIBCAKE WORKER PYTHON_DIR
 """
 import os
 import shutil
@@ -12,9 +12,9 @@ import tempfile
 
 
 def main():
-    lib, worker, tools = sys.argv[1:4]
-    sys.path.insert(0, tools)
-    import cake_ctypes
+    lib, worker, python_dir = sys.argv[1:4]
+    sys.path.insert(0, python_dir)
+    import cake
 
     root = tempfile.mkdtemp(prefix="cake-ctypes-")
     os.makedirs(os.path.join(root, "lib"))
@@ -23,9 +23,9 @@ def main():
     expected = os.path.join(root, "lib", "cake_compile_worker")
     shutil.copy2(worker, expected)
     os.chdir(os.path.join(root, "work"))
-    rt = cake_ctypes.CakeRuntime("../lib/libcake.so")
+    rt = cake.Runtime("../lib/libcake.so")
     os.chdir("/")
-    got = rt.compile_worker()
+    got = rt.compile_worker
     same = bool(got) and os.path.samefile(got, expected)
     shutil.rmtree(root)
     if not same:
@@ -40,7 +40,7 @@ def main():
     for name, t, want in [("offs", torch.zeros(4, dtype=torch.int32), "offs: must be a CUDA tensor"),
                           ("x", torch.zeros(4, dtype=torch.uint8), "x: must be a CUDA tensor")]:
         try:
-            cake_ctypes.dltensor(t, name)
+            cake.dltensor(t, name)
             print(f"FAIL: {name} on {t.device} was accepted")
             return 1
         except ValueError as e:
@@ -49,7 +49,7 @@ def main():
                 return 1
     if torch.cuda.is_available():
         try:
-            cake_ctypes.dltensor(torch.zeros(4, dtype=torch.uint8, device="cuda"), "x")
+            cake.dltensor(torch.zeros(4, dtype=torch.uint8, device="cuda"), "x")
             print("FAIL: a uint8 tensor was accepted")
             return 1
         except ValueError as e:
@@ -57,8 +57,8 @@ def main():
                 print(f"FAIL: {e}")
                 return 1
         t = torch.zeros(4, device="cuda")
-        d = cake_ctypes.dltensor(t, "x")
-        if d.device.device_type != cake_ctypes.kDLCUDA or d.device.device_id != t.device.index:
+        d = cake.dltensor(t, "x")
+        if d.device.device_type != cake._capi.kDLCUDA or d.device.device_id != t.device.index:
             print("FAIL: the DLTensor's device is not the tensor's")
             return 1
     print("tensor checks passed")

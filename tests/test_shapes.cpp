@@ -137,6 +137,44 @@ TEST(Shapes, CAbiPrebuildFor) {
   cake_runtime_destroy(rt);
 }
 
+// cake_plan: one plan a problem, as `cakec plan --json` prints it, on the device the document
+// names; a problem with no route still gets its plan (why) and the status says so.
+TEST(Shapes, CAbiPlan) {
+  cake_runtime* rt = nullptr;
+  ASSERT_EQ(cake_runtime_create(R"({"cache_dir": "", "aot_dir": ""})", &rt), CAKE_OK) << cake_last_error();
+  const char* plans = nullptr;
+  EXPECT_EQ(cake_plan(nullptr, kShapes.c_str(), &plans), CAKE_ERROR_ARGUMENT);
+  EXPECT_EQ(cake_plan(rt, nullptr, &plans), CAKE_ERROR_ARGUMENT);
+  EXPECT_EQ(cake_plan(rt, kShapes.c_str(), nullptr), CAKE_ERROR_ARGUMENT);
+  EXPECT_EQ(cake_plan(rt, R"({"problems": [{"op": "rmsnorm.fwd", "dims": {"t": -1}}]})", &plans), CAKE_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(cake_last_error()).find("argument 'shapes_json'"), std::string::npos) << cake_last_error();
+  EXPECT_STREQ(plans, "");
+
+  ASSERT_EQ(cake_plan(rt, kShapes.c_str(), &plans), CAKE_OK) << cake_last_error();
+  const auto j = nlohmann::json::parse(plans).at("plans");
+  ASSERT_EQ(j.size(), 4u);
+  for (const auto& p : j) {
+    EXPECT_TRUE(p.at("ok").get<bool>()) << p.dump();
+    EXPECT_EQ(p.at("device").get<std::string>().rfind("sm_90a", 0), 0u) << p.dump();
+    EXPECT_NE(p.at("text").get<std::string>().find("chosen:"), std::string::npos);
+  }
+  EXPECT_EQ(j[0].at("stages")[0].at("instance"), (nlohmann::json{{"of", "rms_fwd"}, {"values", {{"h", 4096}}}}));
+  EXPECT_EQ(j[0].at("stages")[0].at("build"), j[0].at("stages")[0].at("program").get<std::string>() + "@sm_90a");
+  EXPECT_EQ(j[3].at("accumulate"), "fused");
+
+  const std::string none = R"({"arch": "sm_90a", "sms": 132, "problems": [
+    {"op": "rmsnorm.fwd", "dims": {"t": 64, "h": 4096, "residual": 0}}, {"op": "grouped_gemm.fwd",
+     "dims": {"m": 64, "n": 12, "k": 64, "e": 2}}]})";
+  EXPECT_EQ(cake_plan(rt, none.c_str(), &plans), CAKE_ERROR_NO_ROUTE);
+  EXPECT_NE(std::string(cake_last_error()).find("no route for 1 problem"), std::string::npos) << cake_last_error();
+  const auto k = nlohmann::json::parse(plans).at("plans");
+  ASSERT_EQ(k.size(), 2u);
+  EXPECT_TRUE(k[0].at("ok").get<bool>());
+  EXPECT_FALSE(k[1].at("ok").get<bool>());
+  EXPECT_FALSE(k[1].at("error").get<std::string>().empty());
+  cake_runtime_destroy(rt);
+}
+
 TEST(Shapes, CakecSaysWhatItNeeds) {
   test::TempDir dir;
   dir.write("job.json", kShapes);

@@ -59,6 +59,16 @@ cake_status cake_run(cake_runtime* rt, const char* op, int n, const char* const*
  * build failed (the others are still built). */
 cake_status cake_prebuild_for(cake_runtime* rt, const char* shapes_json, const char** summary_json);
 
+/* What the planner picks for the problems of shapes_json (the format of cake_prebuild_for;
+ * its "arch" and "sms", when both are given, name the device, else device 0's are used):
+ * plans_json receives {"plans": [...]}, one per problem in order, each as `cakec plan --json` prints
+ * it ({"ok", "route", "stages": [{"program", "kernel", "arch", "build", "served_by", ...}],
+ * "passed_over": [{"candidate", "reason", "detail"}], "error" when there is no route, ...;
+ * plan_json.hpp) with "problem", "device" and "text" (as `cakec plan` prints it) added;
+ * valid until the next cake call on this thread. Compiles and launches nothing.
+ * CAKE_ERROR_NO_ROUTE when a problem has no route (plans_json still says why). */
+cake_status cake_plan(cake_runtime* rt, const char* shapes_json, const char** plans_json);
+
 /* Every op's schema as a JSON array: [{"op", "args": [{"name", "dtypes", "output",
  * "optional"}], "accumulate", "eps"}]. Valid for the life of the process. */
 const char* cake_ops_json(void);

@@ -47,11 +47,18 @@ Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, 
 void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream,
          const OpOptions& opt = {});
 
+// Completes a problem as a call with ordinary tensors would make it: a required tensor whose
+// dtype is not given has that of the first given tensor when the argument takes it (f32
+// everywhere once out=f32), else the argument's first dtype; every tensor is 256-byte aligned,
+// as allocators give. Optional tensors stay out. Returns what it assumed ("y=bf16, rstd=f32"),
+// or "" for an op no family declares (a user registry's).
+std::string complete_problem(Problem& p);
+
 // Compiles (or loads from aot/ and the disk cache) every program the planner picks for
 // `problems` on `device` (default: device 0), in parallel, so that their first calls compile
 // nothing: call it once before the first step with the shapes the job will run. A problem
 // names its op, dims and dtypes as `cakec plan` takes them; tensors not given take the op's
-// usual dtypes, 256-byte aligned (runtime/ops/shapes.hpp). `built`: compiled by this call;
+// usual dtypes, 256-byte aligned (complete_problem). `built`: compiled by this call;
 // `up_to_date`: served from aot/, the disk cache or memory; `skipped`: problems with no route
 // and why; a build that fails is reported and passed over by later plans.
 PrebuildSummary prebuild_for(Runtime& rt, std::vector<Problem> problems, std::optional<Device> device = {});

@@ -11,6 +11,7 @@
 #include "env.hpp"
 #include "error.hpp"
 #include "op_family.hpp"
+#include "plan_json.hpp"
 #include "ops.hpp"
 #include "shapes.hpp"
 
@@ -51,6 +52,21 @@ cake_status guarded(F&& f) {
     last_error = e.what();
     return CAKE_ERROR_OTHER;
   }
+}
+
+// A shapes document given to the C ABI: its errors are the argument's.
+cake::ops::Shapes read_shapes_arg(const char* shapes_json) {
+  try {
+    return cake::ops::parse_shapes(shapes_json, "shapes_json");
+  } catch (const cake::Error& e) {
+    throw cake::ArgumentError("shapes_json", e.what());
+  }
+}
+
+// The device a shapes document names (its arch and SM count), if it names one.
+std::optional<cake::Device> shapes_device(const cake::ops::Shapes& shapes) {
+  if (shapes.arch && shapes.sms > 0) return cake::Device{*shapes.arch, shapes.sms, shapes.max_smem};
+  return std::nullopt;
 }
 
 cake_status null_arg(const char* name) {
@@ -160,15 +176,8 @@ cake_status cake_prebuild_for(cake_runtime* rt, const char* shapes_json, const c
   if (!shapes_json) return null_arg("shapes_json");
   cake::PrebuildSummary sum;
   cake_status st = guarded([&] {
-    cake::ops::Shapes shapes;
-    try {
-      shapes = cake::ops::parse_shapes(shapes_json, "shapes_json");
-    } catch (const cake::Error& e) {
-      throw cake::ArgumentError("shapes_json", e.what());
-    }
-    std::optional<cake::Device> device;
-    if (shapes.arch && shapes.sms > 0) device = cake::Device{*shapes.arch, shapes.sms, shapes.max_smem};
-    sum = cake::ops::prebuild_for(rt->rt, shapes.problems, device);
+    cake::ops::Shapes shapes = read_shapes_arg(shapes_json);
+    sum = cake::ops::prebuild_for(rt->rt, shapes.problems, shapes_device(shapes));
   });
   if (st != CAKE_OK) return st;
   nlohmann::json skipped = nlohmann::json::array(), failed = nlohmann::json::array();
@@ -188,6 +197,36 @@ cake_status cake_prebuild_for(cake_runtime* rt, const char* shapes_json, const c
     return CAKE_ERROR_NO_ROUTE;
   }
   return CAKE_OK;
+}
+
+cake_status cake_plan(cake_runtime* rt, const char* shapes_json, const char** plans_json) {
+  if (plans_json) *plans_json = "";
+  if (!rt) return null_arg("rt");
+  if (!shapes_json) return null_arg("shapes_json");
+  if (!plans_json) return null_arg("plans_json");
+  size_t no_route = 0;
+  std::string first_error;
+  cake_status st = guarded([&] {
+    cake::ops::Shapes shapes = read_shapes_arg(shapes_json);
+    const std::optional<cake::Device> named = shapes_device(shapes);
+    const cake::Device device = named ? *named : rt->rt.context_for(0).device();
+    nlohmann::json plans = nlohmann::json::array();
+    for (const cake::Problem& p : shapes.problems) {
+      const cake::PlanResult& r = rt->rt.plan(p, device);
+      if (!r.ok() && no_route++ == 0) first_error = r.error;
+      nlohmann::json j = cake::plan_json(r);
+      j["problem"] = p.describe();
+      j["device"] = device.describe();
+      j["text"] = cake::format_plan(r, p, device);
+      plans.push_back(std::move(j));
+    }
+    last_summary = nlohmann::json{{"plans", std::move(plans)}}.dump();
+  });
+  if (st != CAKE_OK) return st;
+  *plans_json = last_summary.c_str();
+  if (no_route == 0) return CAKE_OK;
+  last_error = "plan: no route for " + std::to_string(no_route) + " problem(s), first " + first_error;
+  return CAKE_ERROR_NO_ROUTE;
 }
 
 const char* cake_ops_json(void) {

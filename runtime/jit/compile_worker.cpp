@@ -19,6 +19,15 @@
 
 extern char** environ;
 
+// The installed worker's path from the installed library's and cakec's folders (set by
+// runtime/CMakeLists.txt from the install layout; these are GNUInstallDirs' defaults).
+#ifndef CAKE_WORKER_FROM_LIB
+#define CAKE_WORKER_FROM_LIB "../libexec/cake_compile_worker"
+#endif
+#ifndef CAKE_WORKER_FROM_BIN
+#define CAKE_WORKER_FROM_BIN "../libexec/cake_compile_worker"
+#endif
+
 namespace cake {
 namespace fs = std::filesystem;
 
@@ -134,10 +143,10 @@ std::string find_compile_worker() {
   }
   const fs::path module = this_module_path();
   if (module.empty()) return "";
-  // Beside the module: libcake.so and the worker in one folder (build tree, install's
-  // lib/ with libexec/ beside it); an executable of the build tree's tools/ or tests/.
+  // Beside the module (libcake.so in the build tree); where an install puts it, seen from
+  // the installed library or cakec; from an executable of the build tree's tools/ or tests/.
   const fs::path dir = module.parent_path();
-  for (const fs::path& c : {dir / "cake_compile_worker", dir / "../libexec/cake_compile_worker",
+  for (const fs::path& c : {dir / "cake_compile_worker", dir / CAKE_WORKER_FROM_LIB, dir / CAKE_WORKER_FROM_BIN,
                             dir / "../runtime/cake_compile_worker"}) {
     std::error_code ec;
     if (executable_file(c)) return fs::weakly_canonical(c, ec).string();

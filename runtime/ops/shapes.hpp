@@ -8,16 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "ops.hpp"
 #include "planner.hpp"
 
 namespace cake::ops {
-
-// Completes a problem as a call with ordinary tensors would make it: a required tensor whose
-// dtype is not given has that of the first given tensor when the argument takes it (f32
-// everywhere once out=f32), else the argument's first dtype; every tensor is 256-byte aligned,
-// as allocators give. Optional tensors stay out. Returns what it assumed ("y=bf16, rstd=f32"),
-// or "" for an op no family declares (a user registry's).
-std::string complete_problem(Problem& p);
 
 struct Shapes {
   std::optional<Arch> arch;  // "arch": the devices' arch, when the file says

@@ -6,35 +6,12 @@
 #include "cli_common.hpp"
 #include "plan_args.hpp"
 #include "op_family.hpp"
+#include "plan_json.hpp"
 #include "planner.hpp"
 #include "shapes.hpp"
 
 namespace cakec {
 namespace {
-
-nlohmann::json plan_json(const cake::PlanResult& r) {
-  using nlohmann::json;
-  json passed = json::array();
-  for (const auto& x : r.ok() ? r.plan->passed_over : r.rejections)
-    passed.push_back({{"candidate", x.candidate}, {"reason", x.reason}, {"detail", x.detail}});
-  if (!r.ok()) return {{"ok", false}, {"error", r.error}, {"passed_over", passed}};
-  const auto& p = *r.plan;
-  json stages = json::array();
-  for (const auto& s : p.stages) {
-    stages.push_back({{"program", s.program->name},
-                      {"kernel", s.program->kernels[size_t(s.kernel)]},
-                      {"arch", s.build->arch.str()},
-                      {"served_by", cake::served_by_name(s.served_by)},
-                      {"bind", s.bind}});
-    if (s.program->instance_of != nullptr)
-      stages.back()["instance"] = {{"of", s.program->instance_of->name}, {"values", s.program->instance_values}};
-  }
-  return {{"ok", true},         {"op", p.op},
-          {"route", p.route},   {"accumulate", cake::accumulate_name(p.accumulate)},
-          {"deterministic", p.deterministic}, {"scratch_bytes", p.scratch_bytes},
-          {"stages", stages},   {"why", p.why},
-          {"passed_over", passed}};
-}
 
 int run_plan(const Globals& g, const PlanArgs& a) {
   cake::Device device{parse_device_arch_arg("--arch", a.arch), a.sms, a.max_smem};
@@ -48,7 +25,7 @@ int run_plan(const Globals& g, const PlanArgs& a) {
   });
   cake::PlanResult r = planner.plan(problem, device);
   if (a.json) {
-    nlohmann::json j = plan_json(r);
+    nlohmann::json j = cake::plan_json(r);
     j["assumed"] = assumed;
     std::cout << j.dump(2) << "\n";
   }

@@ -7,10 +7,11 @@ import tempfile
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # cake_ctypes
-from cake_ctypes import CakeError, CakeRuntime
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))  # cake
+import cake  # noqa: E402
+from cake import CakeError  # noqa: E402,F401
 
-rt = CakeRuntime(sys.argv[1], cache_dir=tempfile.mkdtemp())
+rt = cake.Runtime(sys.argv[1], cache_dir=tempfile.mkdtemp())
 torch.manual_seed(0)
 n = (1 << 22) + 3
 a = torch.randn(n, device="cuda")

@@ -26,8 +26,8 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # cake_ctypes
-from cake_ctypes import CakeRuntime  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))  # cake
+import cake  # noqa: E402
 
 SHAPES = {"gate_up": (4096, 6144), "down": (6144, 2048)}  # (N, K)
 
@@ -219,7 +219,7 @@ def main():
     # Each row prepares its launch once: it must run the route's program, not a stand-in
     # serving while that program compiles (README, "Stand-ins").
     os.environ["CAKE_JIT_STAND_IN"] = "0"
-    rt = CakeRuntime(a.libcake, cache_dir=tempfile.mkdtemp())
+    rt = cake.Runtime(a.libcake, cache_dir=tempfile.mkdtemp())
     timer = Timer(a.reps)
     nvml = Nvml() if a.sustained else None
     mode = (f"each alone: {a.warm_ms} ms warm, {a.window_ms} ms timed, rounds in turn: {a.rounds} (own clock); "

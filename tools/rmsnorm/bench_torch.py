@@ -8,10 +8,10 @@ import tempfile
 import torch
 from triton.testing import do_bench
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # cake_ctypes
-from cake_ctypes import CakeRuntime, dltensor  # noqa: F401
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))  # cake
+import cake  # noqa: E402
 
-rt = CakeRuntime(sys.argv[1], cache_dir=tempfile.mkdtemp())
+rt = cake.Runtime(sys.argv[1], cache_dir=tempfile.mkdtemp())
 # Default: the hidden sizes of common models (docs/perf.md), at 16384 and 65536 rows.
 shapes = [tuple(int(v) for v in a.split(",")) for a in sys.argv[2:]] or [
     (h, t) for h in (1024, 2048, 3072, 3584, 4096, 5120, 5376, 6144, 7168, 8192, 12288, 16384) for t in (16384, 65536)]
