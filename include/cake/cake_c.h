@@ -40,6 +40,11 @@ cake_status cake_prepare(cake_runtime* rt, const char* op, int n, const char* co
 /* Enqueues on a CUstream (NULL: the legacy default stream). No allocation, no compile,
  * no host synchronisation: graph-capturable. */
 cake_status cake_launch_run(const cake_launch* launch, void* stream);
+/* Binds the launch to new tensors of the same problem (names and tensors as cake_prepare
+ * takes them): checked as cake_prepare checks them, the problem must be the launch's; the
+ * plan, kernels and scratch are reused (no plan, load or allocation). CAKE_ERROR_ARGUMENT,
+ * the launch unchanged, when a check fails or the problem differs. */
+cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors);
 /* The plan, as text: route, accumulate mode, stages, candidates passed over. */
 const char* cake_launch_describe(const cake_launch* launch);
 void cake_launch_free(cake_launch* launch);

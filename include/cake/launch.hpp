@@ -8,6 +8,7 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -18,7 +19,8 @@
 
 namespace cake {
 
-struct ProgramSwap;  // loader.hpp
+struct ProgramSwap;   // loader.hpp
+struct LaunchOrigin;  // ops_common.hpp: the call a launch was prepared for (ops::rebind)
 
 // Kernel arguments packed by value into one buffer, each at its natural alignment, the way
 // the compiler lays out a kernel's parameters (a struct of them): offsets() are the
@@ -109,7 +111,15 @@ class Launch {
   size_t workspace_bytes() const { return workspace_.bytes(); }
   // Where the workspace lies (0: none): tests read which slots a kernel wrote.
   CUdeviceptr workspace_ptr() const { return workspace_.get(); }
+  CUdeviceptr scratch_ptr() const { return scratch_.get(); }
+  CUdeviceptr counters_ptr() const { return counters_.get(); }
   CUcontext context() const { return ctx_; }
+
+  // For ops::rebind: the call the launch was prepared for (null for a launch made otherwise),
+  // and a way to pack every stage's arguments again, `pack(i, stage)`, keeping its kernel.
+  const std::shared_ptr<const LaunchOrigin>& origin() const { return origin_; }
+  void set_origin(std::shared_ptr<const LaunchOrigin> origin) { origin_ = std::move(origin); }
+  void repack(const std::function<void(size_t, LaunchStage&)>& pack);
 
  private:
   CUcontext ctx_ = nullptr;
@@ -118,6 +128,7 @@ class Launch {
   DeviceBuffer scratch_;
   DeviceBuffer counters_;
   DeviceBuffer workspace_;
+  std::shared_ptr<const LaunchOrigin> origin_;
 };
 
 }  // namespace cake

@@ -43,6 +43,15 @@ using NamedTensors = std::vector<std::pair<std::string, const DLTensor*>>;
 // compile and no host synchronisation (capture it in a CUDA graph).
 Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt = {});
 
+// Binds a prepared launch to new tensors of the same problem (a training step's next batch):
+// the names, views, the family's checks and the memory checks run as in prepare, and the
+// problem they make (shapes, dtypes, alignments, options, device) must be the launch's; the
+// plan, the loaded kernels and the launch's scratch are reused, so nothing is planned, loaded
+// or allocated. An ArgumentError (the launch unchanged) when a check fails or the problem
+// differs. Launches already enqueued keep the tensors they were enqueued with; one Launch's
+// launches still run in stream order (they share its scratch).
+void rebind(Launch& launch, const NamedTensors& tensors);
+
 // One call: prepare and launch on `stream`; scratch is allocated and freed in stream order.
 void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream,
          const OpOptions& opt = {});

@@ -18,6 +18,17 @@ def _library(path):
         return _libraries[path]
 
 
+def tensor_args(tensors):
+    """Tensors by argument name as the C ABI takes them: (n, names, DLTensor pointers, what
+    keeps them alive). None leaves an optional argument out; a trailing underscore names a
+    Python keyword (`in_` for `in`)."""
+    named = [(name[:-1] if name.endswith("_") else name, t) for name, t in tensors.items() if t is not None]
+    dls = [dltensor(t, name) for name, t in named]
+    names = (ctypes.c_char_p * len(named))(*[name.encode() for name, _ in named])
+    ptrs = (ctypes.POINTER(DLTensor) * len(dls))(*[ctypes.pointer(d) for d in dls])
+    return len(named), names, ptrs, (dls, names, ptrs, [t for _, t in named])
+
+
 class Launch:
     """A prepared call (validated, planned, kernels loaded, scratch held): run() replays it on
     the tensors it was prepared with, with no allocation, compile or host synchronisation."""
@@ -28,6 +39,14 @@ class Launch:
     def run(self, stream=None):
         """Enqueues on `stream` (default: torch's current stream)."""
         self._lib.check(self._lib.lib.cake_launch_run(self._h, stream_handle(stream)))
+
+    def rebind(self, **tensors):
+        """Binds the launch to new tensors of the same problem (as prepare took them): checked
+        as prepare checks them, with the plan, kernels and scratch reused. ArgumentError (the
+        launch unchanged) when the problem differs."""
+        n, names, ptrs, keep = tensor_args(tensors)
+        self._lib.check(self._lib.lib.cake_launch_rebind(self._h, n, names, ptrs))
+        self._keep = keep
 
     def describe(self):
         """The plan as text: route, accumulate mode, stages, candidates passed over."""
@@ -120,15 +139,10 @@ class Runtime:
 
     @staticmethod
     def _call(op, kwargs):
-        """The C arguments of a call: tensors by argument name (None: an optional one left out;
-        a trailing underscore for a Python keyword, `in_` for `in`) and the options."""
+        """The C arguments of a call: the tensors (tensor_args) and the options."""
         options = {k: _OPTIONS[k](kwargs.pop(k)) for k in list(kwargs) if k in _OPTIONS and kwargs[k] is not None}
-        named = [(name[:-1] if name.endswith("_") else name, t) for name, t in kwargs.items() if t is not None]
-        dls = [dltensor(t, name) for name, t in named]
-        names = (ctypes.c_char_p * len(named))(*[name.encode() for name, _ in named])
-        ptrs = (ctypes.POINTER(DLTensor) * len(dls))(*[ctypes.pointer(d) for d in dls])
-        keep = (dls, names, ptrs, [t for _, t in named])
-        return (op.encode(), len(named), names, ptrs, json.dumps(options).encode()), keep
+        n, names, ptrs, keep = tensor_args(kwargs)
+        return (op.encode(), n, names, ptrs, json.dumps(options).encode()), keep
 
     def prepare(self, op, **kwargs):
         """Validates, plans, loads and allocates one call: a Launch to replay. Tensors by

@@ -75,10 +75,7 @@ cake_status null_arg(const char* name) {
 }
 
 // The pointers of a generic call, before anything else runs.
-cake_status check_call(cake_runtime* rt, const char* op, int n, const char* const* names,
-                       const DLTensor* const* tensors) {
-  if (!rt) return null_arg("rt");
-  if (!op) return null_arg("op");
+cake_status check_tensor_args(int n, const char* const* names, const DLTensor* const* tensors) {
   if (n < 0) {
     last_error = "argument 'n': must be >= 0, got " + std::to_string(n);
     return CAKE_ERROR_ARGUMENT;
@@ -91,6 +88,13 @@ cake_status check_call(cake_runtime* rt, const char* op, int n, const char* cons
       return CAKE_ERROR_ARGUMENT;
     }
   return CAKE_OK;
+}
+
+cake_status check_call(cake_runtime* rt, const char* op, int n, const char* const* names,
+                       const DLTensor* const* tensors) {
+  if (!rt) return null_arg("rt");
+  if (!op) return null_arg("op");
+  return check_tensor_args(n, names, tensors);
 }
 
 // A null tensor is left to the generic prepare, which names it.
@@ -255,6 +259,12 @@ const char* cake_ops_json(void) {
 cake_status cake_launch_run(const cake_launch* launch, void* stream) {
   if (!launch) return null_arg("launch");
   return guarded([&] { launch->launch.launch(static_cast<CUstream>(stream)); });
+}
+
+cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors) {
+  if (!launch) return null_arg("launch");
+  if (cake_status st = check_tensor_args(n, names, tensors); st != CAKE_OK) return st;
+  return guarded([&] { cake::ops::rebind(launch->launch, named(n, names, tensors)); });
 }
 
 const char* cake_launch_describe(const cake_launch* launch) {

@@ -21,6 +21,17 @@ Launch::Launch(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> s
   for (auto& s : stages_) s.arg_pointers = s.args.pointers();
 }
 
+void Launch::repack(const std::function<void(size_t, LaunchStage&)>& pack) {
+  // Packed into a copy, kept only when every stage packed: a failure leaves the launch as it was.
+  std::vector<LaunchStage> packed = stages_;
+  for (size_t i = 0; i < packed.size(); ++i) {
+    packed[i].args = ArgPack();
+    pack(i, packed[i]);
+  }
+  for (auto& s : packed) s.arg_pointers = s.args.pointers();
+  stages_ = std::move(packed);
+}
+
 Launch Launch::zero_fill(CUcontext ctx, CUdeviceptr ptr, size_t bytes, std::string why) {
   if (bytes % 4 != 0) throw Error("zero fill of " + std::to_string(bytes) + " bytes: not a multiple of 4");
   std::vector<LaunchStage> stages;

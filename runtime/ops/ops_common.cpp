@@ -135,6 +135,22 @@ DeviceBuffer zeroed_counters(int64_t words, std::optional<CUstream> one_call_str
 
 }  // namespace
 
+void stage_memory_args(ArgMap& args, const PlannedStage& s, int64_t sms, CUdeviceptr counters,
+                       int64_t& counter_offset, CUdeviceptr workspace, int64_t& workspace_offset) {
+  if (const int64_t w = int_param_or_zero(s, "counters"); w > 0) {
+    args["counters"] = counters + CUdeviceptr(counter_offset * 4);
+    counter_offset += w;
+  } else {
+    args.erase("counters");
+  }
+  if (const int64_t b = int_param_or_zero(s, "workspace_per_sm") * sms; b > 0) {
+    args["workspace"] = workspace + CUdeviceptr(workspace_offset);
+    workspace_offset += b;
+  } else {
+    args.erase("workspace");
+  }
+}
+
 Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,
                     ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream) {
   ContextGuard guard(dc.ctx);
@@ -155,18 +171,7 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   std::vector<LaunchStage> stages;
   int64_t counter_offset = 0, ws_offset = 0;
   for (const auto& s : p.stages) {
-    if (const int64_t w = int_param_or_zero(s, "counters"); w > 0) {  // this stage's own counters
-      args["counters"] = counters.get() + CUdeviceptr(counter_offset * 4);
-      counter_offset += w;
-    } else {
-      args.erase("counters");
-    }
-    if (const int64_t b = int_param_or_zero(s, "workspace_per_sm") * sms; b > 0) {  // and workspace
-      args["workspace"] = workspace.get() + CUdeviceptr(ws_offset);
-      ws_offset += b;
-    } else {
-      args.erase("workspace");
-    }
+    stage_memory_args(args, s, sms, counters.get(), counter_offset, workspace.get(), ws_offset);
     LaunchStage ls;
     // A program with a stand-in that would have to compile first runs the stand-in (the same
     // bits) until it has compiled in the background.

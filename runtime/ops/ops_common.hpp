@@ -14,6 +14,16 @@
 namespace cake {
 // The Runtime's loader, for the ops layer only (binders and the generic prepare).
 Loader& loader_of(Runtime& rt);
+
+// The call a prepared launch serves, kept with it so that ops::rebind can bind it to new
+// tensors of the same problem.
+struct LaunchOrigin {
+  Runtime* rt = nullptr;
+  std::string op;
+  ops::OpOptions options;
+  Problem problem;
+  int device = 0;
+};
 }  // namespace cake
 
 namespace cake::ops {
@@ -54,6 +64,13 @@ int resident_blocks(Runtime& rt, CUfunction fn, int threads, int smem);
 // Plans `problem` on the context's device (ArgumentError-free inputs assumed), throws a
 // cake::Error listing every candidate's reason when there is no route.
 const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);
+
+// Sets a stage's "counters" and "workspace" arguments: its share of the launch's counters
+// (int32 words from `counters`) and workspace (bytes per SM from `workspace`), after the
+// shares of the stages before it (`counter_offset`, `workspace_offset`, advanced here); erased
+// for a stage that has none.
+void stage_memory_args(ArgMap& args, const PlannedStage& s, int64_t sms, CUdeviceptr counters,
+                       int64_t& counter_offset, CUdeviceptr workspace, int64_t& workspace_offset);
 
 // Plans and builds the launch. A stage whose build fails to compile (error, crash,
 // timeout) marks that build unavailable and the call is planned again, so the next

@@ -2,6 +2,7 @@
 // into a problem, and the rest (device context, memory checks, plan, load, scratch) is the
 // same for every op.
 #include <algorithm>
+#include <memory>
 
 #include "error.hpp"
 #include "op_family.hpp"
@@ -81,8 +82,16 @@ Binder dispatching_binder(const std::string& family, Binder own, int64_t element
   };
 }
 
-Launch prepare_call(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt,
-                    std::optional<CUstream> one_call) {
+// A call checked as prepare checks it: the names against the op's schema, every tensor's view,
+// the family's check and every tensor's memory.
+struct CheckedCall {
+  OpPlan plan;
+  DeviceContext dc;
+  std::string family;
+};
+
+CheckedCall check_call(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt,
+                       std::optional<CUstream> one_call) {
   check_options(opt);
   const OpSpec* spec = find_op(op);
   if (spec == nullptr) throw ArgumentError("op", "unknown op '" + op + "' (known: " + known_ops() + ")");
@@ -103,16 +112,28 @@ Launch prepare_call(Runtime& rt, const std::string& op, const NamedTensors& tens
   }
   for (const ArgSpec& a : spec->args)
     if (!a.optional && !call.tensors.count(a.name)) throw ArgumentError(a.name, "missing (" + op + " takes " + arg_names(*spec) + ")");
-  const OpPlan p = spec->check(call);
-  DeviceContext dc = rt.context_for(p.device);
+  CheckedCall c{spec->check(call), {}, op.substr(0, op.find('.'))};
+  c.dc = rt.context_for(c.plan.device);
   std::vector<const TensorView*> views;
   for (const auto& [name, v] : call.tensors) views.push_back(&v);
-  check_memory(dc, views, one_call);
-  if (p.noop) return Launch(dc.ctx, nullptr, {}, DeviceBuffer());
-  if (p.zero_fill_bytes > 0) return Launch::zero_fill(dc.ctx, p.zero_fill, p.zero_fill_bytes, p.why);
-  const std::string family = op.substr(0, op.find('.'));
-  return prepare_planned(rt, dc, p.problem, p.args,
-                         dispatching_binder(family, p.binder(rt, dc), p.composed_elements, grid_sms(dc, opt)), one_call);
+  check_memory(c.dc, views, one_call);
+  return c;
+}
+
+Binder binder_of(Runtime& rt, const CheckedCall& c, const OpOptions& opt) {
+  return dispatching_binder(c.family, c.plan.binder(rt, c.dc), c.plan.composed_elements, grid_sms(c.dc, opt));
+}
+
+Launch prepare_call(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt,
+                    std::optional<CUstream> one_call) {
+  CheckedCall c = check_call(rt, op, tensors, opt, one_call);
+  const OpPlan& p = c.plan;
+  Launch launch = p.noop ? Launch(c.dc.ctx, nullptr, {}, DeviceBuffer())
+                  : p.zero_fill_bytes > 0
+                      ? Launch::zero_fill(c.dc.ctx, p.zero_fill, p.zero_fill_bytes, p.why)
+                      : prepare_planned(rt, c.dc, p.problem, p.args, binder_of(rt, c, opt), one_call);
+  if (!one_call) launch.set_origin(std::make_shared<const LaunchOrigin>(LaunchOrigin{&rt, op, opt, p.problem, p.device}));
+  return launch;
 }
 
 }  // namespace
@@ -123,6 +144,35 @@ Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, 
 
 void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream, const OpOptions& opt) {
   prepare_call(rt, op, tensors, opt, stream).launch(stream);
+}
+
+void rebind(Launch& launch, const NamedTensors& tensors) {
+  const std::shared_ptr<const LaunchOrigin> origin = launch.origin();
+  if (!origin) throw ArgumentError("launch", "was not made by prepare (or was moved from): nothing to rebind");
+  Runtime& rt = *origin->rt;
+  CheckedCall c = check_call(rt, origin->op, tensors, origin->options, std::nullopt);
+  const OpPlan& p = c.plan;
+  if (!(p.problem == origin->problem) || p.device != origin->device)
+    throw ArgumentError("tensors", "make another problem (" + p.problem.describe() + " on cuda:" +
+                                       std::to_string(p.device) + ") than the launch was prepared for (" +
+                                       origin->problem.describe() + " on cuda:" + std::to_string(origin->device) +
+                                       "): prepare a launch for it");
+  if (p.noop) return;
+  if (p.zero_fill_bytes > 0) {
+    launch.repack([&](size_t, LaunchStage& s) { s.memset_ptr = p.zero_fill; });
+    return;
+  }
+  const Plan& plan = *launch.plan();
+  const Binder bind = binder_of(rt, c, origin->options);
+  ArgMap args = p.args;
+  if (plan.scratch_bytes > 0) args["scratch"] = launch.scratch_ptr();
+  const int64_t sms = c.dc.info->sm_count;
+  int64_t counter_offset = 0, ws_offset = 0;
+  launch.repack([&](size_t i, LaunchStage& ls) {
+    const PlannedStage& s = plan.stages.at(i);
+    stage_memory_args(args, s, sms, launch.counters_ptr(), counter_offset, launch.workspace_ptr(), ws_offset);
+    bind(plan, s, args, ls);
+  });
 }
 
 }  // namespace cake::ops

@@ -1,0 +1,100 @@
+"""RMSNorm as torch ops: rms_norm(x, w, eps, residual=None) with autograd, through cake's
+rmsnorm.fwd / rmsnorm.bwd (docs/families.md). x: [..., H] bf16, H a multiple of 8; w: [H]
+bf16 or f32. With a residual, h = x + residual (rounded to bf16) is normalised and returned
+too, as the next layer's residual stream: (y, h)."""
+from typing import Optional, Tuple
+
+import torch
+
+from ..calls import calls
+
+__all__ = ["rms_norm"]
+
+
+def _rows(t):
+    """[..., H] as [T, H] rows the kernels take (row stride a multiple of 8, unit inner stride)."""
+    rows = t.reshape(-1, t.shape[-1])
+    ok = rows.stride(-1) == 1 and rows.stride(0) >= rows.shape[1] and rows.stride(0) % 8 == 0
+    return rows if ok else rows.contiguous()
+
+
+@torch.library.custom_op("cake::rms_norm", mutates_args=())
+def _fwd(x: torch.Tensor, w: torch.Tensor, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    xr = _rows(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    rstd = torch.empty(xr.shape[0], dtype=torch.float32, device=x.device)
+    calls.run("rmsnorm.fwd", {"y": y.view(-1, x.shape[-1]), "rstd": rstd, "x": xr, "w": w}, eps=eps)
+    return y, rstd
+
+
+@_fwd.register_fake
+def _(x, w, eps):
+    return torch.empty_like(x), x.new_empty(x.numel() // x.shape[-1], dtype=torch.float32)
+
+
+@torch.library.custom_op("cake::rms_norm_residual", mutates_args=())
+def _fwd_res(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor,
+             eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    xr, rr = _rows(x), _rows(residual)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    rstd = torch.empty(xr.shape[0], dtype=torch.float32, device=x.device)
+    calls.run("rmsnorm.fwd", {"y": y.view(-1, x.shape[-1]), "rstd": rstd, "x": xr, "residual": rr,
+                              "h_out": h.view(-1, x.shape[-1]), "w": w}, eps=eps)
+    return y, h, rstd
+
+
+@_fwd_res.register_fake
+def _(x, residual, w, eps):
+    return torch.empty_like(x), torch.empty_like(x), x.new_empty(x.numel() // x.shape[-1], dtype=torch.float32)
+
+
+@torch.library.custom_op("cake::rms_norm_backward", mutates_args=())
+def _bwd(dy: torch.Tensor, h: torch.Tensor, rstd: torch.Tensor, w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    dx = torch.empty(h.shape, dtype=h.dtype, device=h.device)
+    dw = torch.empty_like(w)
+    calls.run("rmsnorm.bwd", {"dx": dx.view(-1, h.shape[-1]), "dw": dw, "dy": _rows(dy), "x": _rows(h),
+                              "rstd": rstd, "w": w})
+    return dx, dw
+
+
+@_bwd.register_fake
+def _(dy, h, rstd, w):
+    return torch.empty_like(h), torch.empty_like(w)
+
+
+def _setup(ctx, inputs, output):
+    x, w, _ = inputs
+    ctx.save_for_backward(x, output[1], w)
+
+
+def _backward(ctx, dy, _drstd):
+    x, rstd, w = ctx.saved_tensors
+    dx, dw = _bwd(dy, x, rstd, w)
+    return dx, dw, None
+
+
+def _setup_res(ctx, inputs, output):
+    _, _, w, _ = inputs
+    ctx.save_for_backward(output[1], output[2], w)
+
+
+def _backward_res(ctx, dy, dh, _drstd):
+    h, rstd, w = ctx.saved_tensors
+    dx, dw = _bwd(dy, h, rstd, w)
+    if dh is not None:
+        dx = dx + dh
+    return dx, dx, dw, None
+
+
+torch.library.register_autograd("cake::rms_norm", _backward, setup_context=_setup)
+torch.library.register_autograd("cake::rms_norm_residual", _backward_res, setup_context=_setup_res)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, residual: Optional[torch.Tensor] = None):
+    """y = x / rms(x) * w over the last dim (fp32 inside, deterministic dw). With `residual`:
+    h = x + residual is normalised and (y, h) returned."""
+    if residual is None:
+        return _fwd(x, w, eps)[0]
+    y, h, _ = _fwd_res(x, residual, w, eps)
+    return y, h

@@ -1,0 +1,262 @@
+"""cake.torch where a training framework meets it (label gpu; exit 77, a skip, without torch or
+a GPU): each op's forward and gradients against FP64 and torch's own op, main_grad
+accumulation bitwise, deterministic mode, torch.compile(fullgraph=True) of a small MoE block,
+CUDA graph capture of a training step, the checkpoint early-stop launch count, a 20-step toy
+MoE training loop against the same loop on torch's ops, and the host time per call.
+Usage: python3 torch_ops_check.py PYTHON_DIR LIBCAKE"""
+import os
+import sys
+import tempfile
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print("SKIP: torch is not importable")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("SKIP: no CUDA device")
+    sys.exit(77)
+
+sys.path.insert(0, sys.argv[1])
+os.environ["CAKE_LIBRARY"] = os.path.abspath(sys.argv[2])
+os.environ.setdefault("CAKE_CACHE_DIR", tempfile.mkdtemp(prefix="cake-torch-"))
+import cake  # noqa: E402
+import cake.torch as ct  # noqa: E402
+
+failures = []
+dev = "cuda"
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def close(got, ref, atol, rtol, what):
+    err = (got.double() - ref.double()).abs()
+    bound = atol + rtol * ref.double().abs()
+    bad = int((err > bound).sum())
+    check(bad == 0, f"{what}: {bad} of {got.numel()} outside {atol}+{rtol}|ref| (max err {float(err.max()):.3g})")
+
+
+def bf16(*shape, scale=1.0):
+    return (torch.randn(*shape, device=dev) * scale).to(torch.bfloat16)
+
+
+def offsets(sizes):
+    return torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+
+
+# -- rms_norm: forward and gradients against FP64 and F.rms_norm
+for shape, residual in [((4, 300, 4096), False), ((1000, 7168), True), ((257, 3072), False)]:
+    h = shape[-1]
+    x = bf16(*shape).requires_grad_()
+    r = bf16(*shape).requires_grad_() if residual else None
+    w = (1 + 0.5 * torch.randn(h, device=dev)).to(torch.bfloat16).requires_grad_()
+    dy = bf16(*shape)
+    out = ct.rms_norm(x, w, 1e-6, residual=r)
+    y = out[0] if residual else out
+    y.backward(dy)
+    hin = (x.double() + r.double()).to(torch.bfloat16).double() if residual else x.double()
+    ref_rstd = torch.rsqrt(hin.pow(2).mean(-1, keepdim=True) + 1e-6)
+    xhat = hin * ref_rstd
+    yref = xhat * w.double()
+    gw = dy.double() * w.double()
+    dxref = ref_rstd * (gw - xhat * (gw * xhat).mean(-1, keepdim=True))
+    dwref = (dy.double() * xhat).reshape(-1, h).sum(0)
+    tag = f"rms_norm {tuple(shape)}{' residual' if residual else ''}"
+    close(y, yref, 1e-2, 1e-2, f"{tag} y vs FP64")
+    close(x.grad, dxref, 1e-2, 1e-2, f"{tag} dx vs FP64")
+    close(w.grad, dwref, 1e-2 * (shape[0] if len(shape) == 2 else shape[0] * shape[1]) ** 0.5, 1e-2, f"{tag} dw vs FP64")
+    if residual:
+        check(torch.equal(r.grad, x.grad), f"{tag} d residual == dx")
+        check(torch.equal(out[1], (x + r).detach()), f"{tag} h = bf16(x + residual)")
+    else:
+        close(y, F.rms_norm(x.detach().float(), (h,), w.detach().float(), 1e-6), 2e-2, 2e-2, f"{tag} y vs F.rms_norm")
+
+# -- grouped_mm: forward and gradients against FP64 and torch._grouped_mm
+E, N, K = 8, 512, 1024
+sizes = [0, 100, 513, 64, 1, 700, 0, 300]
+M = sum(sizes)
+offs = offsets(sizes)
+x = bf16(M, K).requires_grad_()
+w = bf16(E, N, K, scale=0.05).requires_grad_()
+g = bf16(M, N)
+y = ct.grouped_mm(x, w, offs)
+y.backward(g)
+ends = offs.tolist()
+yref = torch.zeros(M, N, dtype=torch.float64, device=dev)
+dxref = torch.zeros(M, K, dtype=torch.float64, device=dev)
+dwref = torch.zeros(E, N, K, dtype=torch.float64, device=dev)
+start = 0
+for e, end in enumerate(ends):
+    xs, gs = x.detach()[start:end].double(), g[start:end].double()
+    yref[start:end] = xs @ w.detach()[e].double().T
+    dxref[start:end] = gs @ w.detach()[e].double()
+    dwref[e] = gs.T @ xs
+    start = end
+close(y, yref, 1e-2, 1e-2, "grouped_mm y vs FP64")
+close(x.grad, dxref, 1e-2, 1e-2, "grouped_mm dx vs FP64")
+close(w.grad, dwref, 5e-2, 1e-2, "grouped_mm dw vs FP64")
+if hasattr(torch, "_grouped_mm"):
+    xt, wt = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    yt = torch._grouped_mm(xt, wt.transpose(-2, -1), offs=offs)
+    yt.backward(g)
+    close(y, yt, 2e-2, 2e-2, "grouped_mm y vs torch._grouped_mm")
+    close(x.grad, xt.grad, 2e-2, 2e-2, "grouped_mm dx vs torch._grouped_mm")
+    close(w.grad, wt.grad, 5e-2, 2e-2, "grouped_mm dw vs torch._grouped_mm")
+
+# -- Megatron's main_grad: fp32(main_grad + dW) bitwise, flags, placeholder, errors
+wm = w.detach().clone().requires_grad_()
+wm.main_grad = torch.randn(E, N, K, device=dev)
+before = wm.main_grad.clone()
+dw32 = torch.empty(E, N, K, device=dev)
+cake.runtime().run("grouped_gemm.wgrad", dw=dw32, g=g, x=x.detach(), offs=offs)
+ct.grouped_mm(x.detach(), wm, offs, fuse_wgrad_accumulation=True).backward(g)
+check(torch.equal(wm.main_grad, before + dw32), "main_grad == fp32(main_grad + dW) bitwise")
+check(getattr(wm, "grad_added_to_main_grad", False) is True, "w.grad_added_to_main_grad set")
+check(wm.grad is not None and wm.grad.shape == wm.shape, "a placeholder weight gradient")
+for bad, text in [(None, "no main_grad"), (torch.zeros(E, N, K, device=dev, dtype=torch.bfloat16), "float32")]:
+    wb = w.detach().clone().requires_grad_()
+    if bad is not None:
+        wb.main_grad = bad
+    try:
+        ct.grouped_mm(x.detach(), wb, offs, fuse_wgrad_accumulation=True).backward(g)
+        check(False, f"main_grad {text}: no error")
+    except RuntimeError as e:
+        check(text in str(e), f"main_grad {text}: {e}")
+
+# -- deterministic mode: a non-deterministic request runs deterministic (and logs once)
+torch.use_deterministic_algorithms(True)
+check(ct.calls.options(deterministic=False)["deterministic"] is True, "use_deterministic_algorithms forces deterministic")
+torch.use_deterministic_algorithms(False)
+check(ct.calls.options(deterministic=False)["deterministic"] is False, "otherwise deterministic=False is passed on")
+y1 = ct.grouped_mm(x.detach(), w.detach(), offs)
+y2 = ct.grouped_mm(x.detach(), w.detach(), offs)
+check(torch.equal(y1, y2), "grouped_mm bitwise repeatable")
+
+
+# -- a small MoE block: eager, torch.compile(fullgraph=True), and on torch's ops
+def block(xin, wn, w1, w2, offs, ops):
+    hn = ops["norm"](xin, wn)
+    a = ops["mm"](hn, w1, offs)
+    u, v = a.chunk(2, dim=-1)
+    return ops["mm"](F.silu(u) * v, w2, offs)
+
+
+cake_ops = {"norm": lambda t, wn: ct.rms_norm(t, wn, 1e-6), "mm": ct.grouped_mm}
+torch_ops = {"norm": lambda t, wn: F.rms_norm(t, (t.shape[-1],), wn, 1e-6),
+             "mm": lambda t, ww, o: torch._grouped_mm(t, ww.transpose(-2, -1), offs=o)}
+H, I = 1024, 512
+xb = bf16(M, H)
+wn = torch.ones(H, device=dev, dtype=torch.bfloat16, requires_grad=True)
+w1 = bf16(E, 2 * I, H, scale=0.05).requires_grad_()
+w2 = bf16(E, H, I, scale=0.05).requires_grad_()
+eager = block(xb, wn, w1, w2, offs, cake_ops)
+compiled = torch.compile(block, fullgraph=True)(xb, wn, w1, w2, offs, cake_ops)
+close(compiled, eager, 1e-2, 1e-2, "torch.compile(fullgraph=True) block == eager")
+compiled.sum().backward()
+check(w1.grad is not None and bool(torch.isfinite(w1.grad).all()), "compiled block's backward")
+
+# -- CUDA graph capture of a training step
+static_x = bf16(M, H)
+for p in (wn, w1, w2):
+    p.grad = None
+stream = torch.cuda.Stream()
+stream.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(stream):
+    for _ in range(2):  # warm-up: the launches are prepared before capture
+        block(static_x, wn, w1, w2, offs, cake_ops).float().pow(2).mean().backward()
+torch.cuda.current_stream().wait_stream(stream)
+graph = torch.cuda.CUDAGraph()
+for p in (wn, w1, w2):
+    p.grad = None
+with torch.cuda.graph(graph):
+    static_loss = block(static_x, wn, w1, w2, offs, cake_ops).float().pow(2).mean()
+    static_loss.backward()
+new_x = bf16(M, H)
+static_x.copy_(new_x)
+graph.replay()
+g1 = w1.grad.clone()
+for p in (wn, w1, w2):
+    p.grad = None
+ref_loss = block(new_x, wn, w1, w2, offs, cake_ops).float().pow(2).mean()
+ref_loss.backward()
+check(torch.equal(static_loss, ref_loss.detach()), "graph replay: the loss of eager on the new input, bitwise")
+check(torch.equal(g1, w1.grad), "graph replay: w1's gradient bitwise")
+
+# -- checkpoint early stop: the recomputation stops before the forward GEMM
+launches = {"n": 0}
+real_run = ct.calls.run
+
+
+def counting_run(op, tensors, **kw):
+    if op == "grouped_gemm.fwd":
+        launches["n"] += 1
+    return real_run(op, tensors, **kw)
+
+
+ct.calls.run = counting_run
+from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop  # noqa: E402
+
+xc = bf16(M, K).requires_grad_()
+for early, want in [(True, 1), (False, 2)]:
+    launches["n"] = 0
+    with set_checkpoint_early_stop(early):
+        out = checkpoint(lambda t: ct.grouped_mm(t, w.detach(), offs), xc, use_reentrant=False)
+        out.backward(g)
+    check(launches["n"] == want, f"checkpoint early stop {early}: {launches['n']} forward launches (want {want})")
+ct.calls.run = real_run
+
+# -- 20 steps of a toy MoE model: the loss follows the same loop on torch's ops
+def train(ops, seed):
+    torch.manual_seed(seed)
+    params = [torch.ones(H, device=dev, dtype=torch.bfloat16), bf16(E, 2 * I, H, scale=0.05),
+              bf16(E, H, I, scale=0.05)]
+    for p in params:
+        p.requires_grad_()
+    opt = torch.optim.SGD(params, lr=0.5)
+    data = [bf16(M, H) for _ in range(4)]
+    losses = []
+    for step in range(20):
+        opt.zero_grad()
+        loss = (block(data[step % 4], *params, offs, ops).float() - data[step % 4].float()).pow(2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses
+
+
+lc, lt = train(cake_ops, 5), train(torch_ops, 5)
+check(all(abs(a - b) <= 2e-2 * abs(b) + 1e-3 for a, b in zip(lc, lt)) and lc[-1] < lc[0],
+      f"20-step loss follows torch's: cake {lc[0]:.4f} -> {lc[-1]:.4f}, torch {lt[0]:.4f} -> {lt[-1]:.4f}")
+
+
+# -- host time per call (a cached problem: rebind + launch), against torch's ops
+def host_us(fn, n=2000):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
+xs, ws = bf16(64, 1024), torch.ones(1024, device=dev, dtype=torch.bfloat16)
+xg, wg, og = bf16(64, 256), bf16(4, 256, 256), offsets([16, 16, 16, 16])
+rows = [("rms_norm [64, 1024]", host_us(lambda: ct.rms_norm(xs, ws, 1e-6)),
+         host_us(lambda: F.rms_norm(xs, (1024,), ws, 1e-6))),
+        ("grouped_mm [64, 256] x [4, 256, 256]", host_us(lambda: ct.grouped_mm(xg, wg, og)),
+         host_us(lambda: torch._grouped_mm(xg, wg.transpose(-2, -1), offs=og)))]
+print("host time per call (us): op | cake.torch | torch")
+for name, c_us, t_us in rows:
+    print(f"  {name} | {c_us:.1f} | {t_us:.1f}")
+
+print(f"torch_ops_check: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
