@@ -32,7 +32,8 @@ void cake_runtime_destroy(cake_runtime* rt);
  * the tensors by argument name: names[i] names tensors[i], i < n; an optional argument is
  * left out. options_json: NULL, "" or a JSON object with any of "deterministic" (bool,
  * default true), "candidate" (string: the one route candidate to consider), "max_sms" (int),
- * "accumulate" (bool, for ops that accumulate), "eps" (number, for ops that take it).
+ * "accumulate" (bool, for ops that accumulate), "eps" (number, for ops that take it),
+ * "external_memory" (bool: the launch allocates no scratch; cake_launch_rebind gives it memory).
  * Validates every argument (nothing is launched or written on an error), plans, loads the
  * kernels and allocates the scratch the launch owns. */
 cake_status cake_prepare(cake_runtime* rt, const char* op, int n, const char* const* names,
@@ -42,9 +43,16 @@ cake_status cake_prepare(cake_runtime* rt, const char* op, int n, const char* co
 cake_status cake_launch_run(const cake_launch* launch, void* stream);
 /* Binds the launch to new tensors of the same problem (names and tensors as cake_prepare
  * takes them): checked as cake_prepare checks them, the problem must be the launch's; the
- * plan, kernels and scratch are reused (no plan, load or allocation). CAKE_ERROR_ARGUMENT,
- * the launch unchanged, when a check fails or the problem differs. */
-cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors);
+ * plan, kernels and scratch are reused (no plan, load or allocation). memory: for a launch
+ * prepared with "external_memory", a block of cake_launch_memory_bytes() bytes (256-byte
+ * aligned, on the tensors' device) its launches use from now on, e.g. from the framework's
+ * allocator; NULL otherwise. CAKE_ERROR_ARGUMENT, the launch unchanged, when a check fails
+ * or the problem differs. */
+cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors,
+                               void* memory);
+/* The bytes of memory a launch prepared with "external_memory" takes at each rebind (0: none,
+ * or a launch that owns its memory). */
+size_t cake_launch_memory_bytes(const cake_launch* launch);
 /* The plan, as text: route, accumulate mode, stages, candidates passed over. */
 const char* cake_launch_describe(const cake_launch* launch);
 void cake_launch_free(cake_launch* launch);

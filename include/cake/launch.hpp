@@ -77,6 +77,17 @@ struct LaunchStage {
   std::vector<void*> arg_pointers;
 };
 
+// A launch's memory besides the tensors, when the caller provides it (OpOptions::
+// external_memory: a framework's allocator) as one block laid out scratch | workspace |
+// counters, each part starting at a multiple of 256 bytes.
+struct LaunchMemory {
+  size_t scratch = 0, workspace = 0, counters = 0;  // bytes
+  static size_t rounded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+  size_t workspace_at() const { return rounded(scratch); }
+  size_t counters_at() const { return workspace_at() + rounded(workspace); }
+  size_t total() const { return counters_at() + rounded(counters); }
+};
+
 class Launch {
  public:
   Launch() = default;
@@ -90,6 +101,9 @@ class Launch {
   // No kernel: `bytes` (a multiple of 4) at `ptr` set to zero on the stream, for a problem
   // whose whole output is defined to be zeros (a grouped wgrad with no rows, say).
   static Launch zero_fill(CUcontext ctx, CUdeviceptr ptr, size_t bytes, std::string why);
+  // Owns no memory: `memory` says what the caller's block must hold. Its counters are zeroed
+  // by the launch itself (a memset before the kernels), since the block is the caller's.
+  static Launch external(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages, LaunchMemory memory);
   Launch(Launch&&) noexcept = default;
   Launch& operator=(Launch&&) noexcept = default;
   Launch(const Launch&) = delete;
@@ -106,13 +120,19 @@ class Launch {
   size_t stage_count() const { return stages_.size(); }
   // Stage i's kernel (null for a zero fill): benchmarks launch it raw to price Launch itself.
   CUfunction stage_function(size_t i) const { return stages_.at(i).function; }
-  size_t scratch_bytes() const { return scratch_.bytes(); }
-  size_t counter_bytes() const { return counters_.bytes(); }
-  size_t workspace_bytes() const { return workspace_.bytes(); }
+  size_t scratch_bytes() const { return external_ ? memory_.scratch : scratch_.bytes(); }
+  size_t counter_bytes() const { return external_ ? memory_.counters : counters_.bytes(); }
+  size_t workspace_bytes() const { return external_ ? memory_.workspace : workspace_.bytes(); }
   // Where the workspace lies (0: none): tests read which slots a kernel wrote.
-  CUdeviceptr workspace_ptr() const { return workspace_.get(); }
-  CUdeviceptr scratch_ptr() const { return scratch_.get(); }
-  CUdeviceptr counters_ptr() const { return counters_.get(); }
+  CUdeviceptr workspace_ptr() const { return external_ ? base_ + memory_.workspace_at() : workspace_.get(); }
+  CUdeviceptr scratch_ptr() const { return external_ ? base_ : scratch_.get(); }
+  CUdeviceptr counters_ptr() const { return external_ ? base_ + memory_.counters_at() : counters_.get(); }
+  // With external memory: the bytes the caller's block must hold (0: none needed), and the
+  // block it last gave (ops::rebind); 0 for a launch that owns its memory.
+  size_t memory_bytes() const { return external_ ? memory_.total() : 0; }
+  bool external_memory() const { return external_; }
+  const LaunchMemory& memory_layout() const { return memory_; }
+  void set_memory_base(CUdeviceptr base) { base_ = base; }
   CUcontext context() const { return ctx_; }
 
   // For ops::rebind: the call the launch was prepared for (null for a launch made otherwise),
@@ -129,6 +149,9 @@ class Launch {
   DeviceBuffer counters_;
   DeviceBuffer workspace_;
   std::shared_ptr<const LaunchOrigin> origin_;
+  bool external_ = false;
+  LaunchMemory memory_;
+  CUdeviceptr base_ = 0;  // the caller's block, once given
 };
 
 }  // namespace cake

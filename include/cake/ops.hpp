@@ -33,6 +33,10 @@ struct OpOptions {
   bool accumulate = false;
   // For ops that take an epsilon (they need one); an ArgumentError for any other op.
   std::optional<float> eps;
+  // The launch allocates no scratch, counters or workspace: Launch::memory_bytes() says how
+  // large a block they need, and the caller gives one (from its own allocator) with every
+  // rebind, before launching. Prepared launches only (not ops::run).
+  bool external_memory = false;
 };
 
 // The tensors of a call by argument name, as the op's schema names them (`cakec plan` and
@@ -50,7 +54,9 @@ Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, 
 // or allocated. An ArgumentError (the launch unchanged) when a check fails or the problem
 // differs. Launches already enqueued keep the tensors they were enqueued with; one Launch's
 // launches still run in stream order (they share its scratch).
-void rebind(Launch& launch, const NamedTensors& tensors);
+// `memory`: with external memory, the block of at least launch.memory_bytes() bytes (256-byte
+// aligned, on the tensors' device) the launches from now on use; 0 otherwise.
+void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory = 0);
 
 // One call: prepare and launch on `stream`; scratch is allocated and freed in stream order.
 void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream,

@@ -76,7 +76,10 @@ class Library:
         lib.cake_launch_describe.restype = cp
         lib.cake_launch_describe.argtypes = [vp]
         lib.cake_launch_run.argtypes = [vp, vp]
-        lib.cake_launch_rebind.argtypes = [vp, ctypes.c_int, ctypes.POINTER(cp), ctypes.POINTER(ctypes.POINTER(DLTensor))]
+        lib.cake_launch_rebind.argtypes = [vp, ctypes.c_int, ctypes.POINTER(cp), ctypes.POINTER(ctypes.POINTER(DLTensor)),
+                                           vp]
+        lib.cake_launch_memory_bytes.argtypes = [vp]
+        lib.cake_launch_memory_bytes.restype = ctypes.c_size_t
         lib.cake_launch_free.argtypes = [vp]
         lib.cake_runtime_create.argtypes = [cp, ctypes.POINTER(vp)]
         lib.cake_runtime_destroy.argtypes = [vp]

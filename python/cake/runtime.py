@@ -5,7 +5,8 @@ import threading
 
 from ._capi import DLTensor, Library, default_library, dltensor, stream_handle
 
-_OPTIONS = {"deterministic": bool, "candidate": str, "max_sms": int, "accumulate": bool, "eps": float}
+_OPTIONS = {"deterministic": bool, "candidate": str, "max_sms": int, "accumulate": bool, "eps": float,
+            "external_memory": bool}
 _libraries = {}
 _libraries_lock = threading.Lock()
 
@@ -40,12 +41,20 @@ class Launch:
         """Enqueues on `stream` (default: torch's current stream)."""
         self._lib.check(self._lib.lib.cake_launch_run(self._h, stream_handle(stream)))
 
-    def rebind(self, **tensors):
+    @property
+    def memory_bytes(self):
+        """With external_memory: the bytes of the block each rebind must give (0: none)."""
+        return self._lib.lib.cake_launch_memory_bytes(self._h)
+
+    def rebind(self, memory=None, **tensors):
         """Binds the launch to new tensors of the same problem (as prepare took them): checked
-        as prepare checks them, with the plan, kernels and scratch reused. ArgumentError (the
-        launch unchanged) when the problem differs."""
+        as prepare checks them, with the plan, kernels and scratch reused. memory: for a
+        launch prepared with external_memory=True, its block (a tensor of at least
+        memory_bytes bytes, or an address), kept alive by the caller until the launches that
+        use it have run. ArgumentError (the launch unchanged) when the problem differs."""
         n, names, ptrs, keep = tensor_args(tensors)
-        self._lib.check(self._lib.lib.cake_launch_rebind(self._h, n, names, ptrs))
+        address = memory.data_ptr() if hasattr(memory, "data_ptr") else memory
+        self._lib.check(self._lib.lib.cake_launch_rebind(self._h, n, names, ptrs, ctypes.c_void_p(address or None)))
         self._keep = keep
 
     def describe(self):
@@ -146,7 +155,8 @@ class Runtime:
 
     def prepare(self, op, **kwargs):
         """Validates, plans, loads and allocates one call: a Launch to replay. Tensors by
-        argument name, and any of deterministic, candidate, max_sms, accumulate, eps."""
+        argument name, and any of deterministic, candidate, max_sms, accumulate, eps,
+        external_memory (the launch allocates nothing; rebind gives it memory_bytes)."""
         args, keep = self._call(op, kwargs)
         h = ctypes.c_void_p()
         self._lib.check(self._lib.lib.cake_prepare(self._h, *args, ctypes.byref(h)))

@@ -124,6 +124,7 @@ cake::ops::OpOptions parse_options(const char* options_json) {
   for (auto& [k, v] : j.items()) {
     if (k == "deterministic" && v.is_boolean()) o.deterministic = v.get<bool>();
     else if (k == "accumulate" && v.is_boolean()) o.accumulate = v.get<bool>();
+    else if (k == "external_memory" && v.is_boolean()) o.external_memory = v.get<bool>();
     else if (k == "candidate" && v.is_string()) o.candidate = v.get<std::string>();
     else if (k == "max_sms" && v.is_number_integer() && v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX)
       o.max_sms = int(v.get<int64_t>());
@@ -261,11 +262,16 @@ cake_status cake_launch_run(const cake_launch* launch, void* stream) {
   return guarded([&] { launch->launch.launch(static_cast<CUstream>(stream)); });
 }
 
-cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors) {
+cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors,
+                               void* memory) {
   if (!launch) return null_arg("launch");
   if (cake_status st = check_tensor_args(n, names, tensors); st != CAKE_OK) return st;
-  return guarded([&] { cake::ops::rebind(launch->launch, named(n, names, tensors)); });
+  return guarded([&] {
+    cake::ops::rebind(launch->launch, named(n, names, tensors), reinterpret_cast<CUdeviceptr>(memory));
+  });
 }
+
+size_t cake_launch_memory_bytes(const cake_launch* launch) { return launch ? launch->launch.memory_bytes() : 0; }
 
 const char* cake_launch_describe(const cake_launch* launch) {
   if (!launch) return "";

@@ -32,6 +32,13 @@ void Launch::repack(const std::function<void(size_t, LaunchStage&)>& pack) {
   stages_ = std::move(packed);
 }
 
+Launch Launch::external(CUcontext ctx, const PlanResult* plan, std::vector<LaunchStage> stages, LaunchMemory memory) {
+  Launch l(ctx, plan, std::move(stages), DeviceBuffer());
+  l.external_ = true;
+  l.memory_ = memory;
+  return l;
+}
+
 Launch Launch::zero_fill(CUcontext ctx, CUdeviceptr ptr, size_t bytes, std::string why) {
   if (bytes % 4 != 0) throw Error("zero fill of " + std::to_string(bytes) + " bytes: not a multiple of 4");
   std::vector<LaunchStage> stages;
@@ -66,6 +73,9 @@ CUresult enqueue(const DriverApi& api, const LaunchStage& s, CUstream stream, co
 
 void Launch::launch(CUstream stream) const {
   if (stages_.empty()) return;
+  if (external_ && memory_.total() > 0 && base_ == 0)
+    throw Error("launch: it takes its memory from the caller (external_memory) and has none yet: rebind it with a block of " +
+                std::to_string(memory_.total()) + " bytes");
   const DriverApi& api = Driver::instance().api();
   // The kernels belong to the context they were prepared in. Frameworks keep that context
   // current; make it so for the call only when it is not (one cheap query otherwise).
@@ -78,7 +88,12 @@ void Launch::launch(CUstream stream) const {
   }
   CUresult r = CUDA_SUCCESS;
   const char* failed = nullptr;
+  if (external_ && memory_.counters > 0) {  // the caller's block: its counters are zeroed here
+    r = api.cuMemsetD32Async(counters_ptr(), 0u, memory_.counters / 4, stream);
+    if (r != CUDA_SUCCESS) failed = "cuMemsetD32Async (counters)";
+  }
   for (const auto& s : stages_) {
+    if (failed) break;
     const char* call = nullptr;
     r = enqueue(api, s, stream, call);
     if (r != CUDA_SUCCESS) {
@@ -111,9 +126,10 @@ std::string Launch::describe() const {
   const Plan& p = *plan();
   std::ostringstream o;
   o << "route " << p.route << " (accumulate " << accumulate_name(p.accumulate) << ", "
-    << (p.deterministic ? "deterministic" : "non-deterministic") << ", scratch " << scratch_.bytes()
-    << " bytes" << (counters_.bytes() ? ", " + std::to_string(counters_.bytes()) + " bytes of counters" : std::string())
-    << (workspace_.bytes() ? ", " + std::to_string(workspace_.bytes()) + " bytes of workspace" : std::string())
+    << (p.deterministic ? "deterministic" : "non-deterministic") << ", scratch " << scratch_bytes()
+    << " bytes" << (counter_bytes() ? ", " + std::to_string(counter_bytes()) + " bytes of counters" : std::string())
+    << (workspace_bytes() ? ", " + std::to_string(workspace_bytes()) + " bytes of workspace" : std::string())
+    << (external_ ? ", in the caller's memory" : "")
     << "): " << p.why << "\n";
   for (const auto& r : p.passed_over) o << "  passed over " << r.candidate << ": " << r.reason << " - " << r.detail << "\n";
   for (size_t i = 0; i < p.stages.size(); ++i)

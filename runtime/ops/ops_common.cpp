@@ -152,26 +152,31 @@ void stage_memory_args(ArgMap& args, const PlannedStage& s, int64_t sms, CUdevic
 }
 
 Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,
-                    ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream) {
+                    ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream, bool external_memory) {
   ContextGuard guard(dc.ctx);
   const Plan& p = *plan->plan;
-  DeviceBuffer scratch = one_call_stream ? DeviceBuffer(size_t(p.scratch_bytes), *one_call_stream)
-                                         : DeviceBuffer(size_t(p.scratch_bytes));
-  if (p.scratch_bytes > 0) args["scratch"] = scratch.get();
   int64_t words = 0, ws_bytes = 0;
   const int64_t sms = dc.info->sm_count;
   for (const auto& s : p.stages) {
     words += int_param_or_zero(s, "counters");
     ws_bytes += int_param_or_zero(s, "workspace_per_sm") * sms;
   }
-  DeviceBuffer counters = words > 0 ? zeroed_counters(words, one_call_stream) : DeviceBuffer();
-  DeviceBuffer workspace;
-  if (ws_bytes > 0)
-    workspace = one_call_stream ? DeviceBuffer(size_t(ws_bytes), *one_call_stream) : DeviceBuffer(size_t(ws_bytes));
+  const LaunchMemory needs{size_t(p.scratch_bytes), size_t(ws_bytes), size_t(words) * 4};
+  DeviceBuffer scratch, counters, workspace;
+  if (!external_memory) {
+    scratch = one_call_stream ? DeviceBuffer(needs.scratch, *one_call_stream) : DeviceBuffer(needs.scratch);
+    if (words > 0) counters = zeroed_counters(words, one_call_stream);
+    if (ws_bytes > 0)
+      workspace = one_call_stream ? DeviceBuffer(needs.workspace, *one_call_stream) : DeviceBuffer(needs.workspace);
+  }
+  const CUdeviceptr scratch_at = external_memory ? 0 : scratch.get();
+  const CUdeviceptr counters_at = external_memory ? CUdeviceptr(needs.counters_at()) : counters.get();
+  const CUdeviceptr workspace_at = external_memory ? CUdeviceptr(needs.workspace_at()) : workspace.get();
+  if (p.scratch_bytes > 0) args["scratch"] = scratch_at;
   std::vector<LaunchStage> stages;
   int64_t counter_offset = 0, ws_offset = 0;
   for (const auto& s : p.stages) {
-    stage_memory_args(args, s, sms, counters.get(), counter_offset, workspace.get(), ws_offset);
+    stage_memory_args(args, s, sms, counters_at, counter_offset, workspace_at, ws_offset);
     LaunchStage ls;
     // A program with a stand-in that would have to compile first runs the stand-in (the same
     // bits) until it has compiled in the background.
@@ -188,15 +193,16 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
     if (stood_in) ls.swap = loader_of(rt).swap_when_ready(*s.program, *s.build, s.kernel, dc.ctx, int(ls.smem));
     stages.push_back(std::move(ls));
   }
+  if (external_memory) return Launch::external(dc.ctx, plan, std::move(stages), needs);
   return Launch(dc.ctx, plan, std::move(stages), std::move(scratch), std::move(counters), std::move(workspace));
 }
 
 Launch prepare_planned(Runtime& rt, const DeviceContext& dc, const Problem& problem, ArgMap args,
-                       const Binder& bind, std::optional<CUstream> one_call_stream) {
+                       const Binder& bind, std::optional<CUstream> one_call_stream, bool external_memory) {
   for (;;) {
     const PlanResult* plan = plan_or_throw(rt, problem, dc);
     try {
-      return build_launch(rt, dc, plan, args, bind, one_call_stream);
+      return build_launch(rt, dc, plan, args, bind, one_call_stream, external_memory);
     } catch (const CompileError& e) {
       rt.mark_failed(e.program() + "@" + e.arch(), std::string(e.what()).substr(0, 300));
     }

@@ -76,11 +76,15 @@ void stage_memory_args(ArgMap& args, const PlannedStage& s, int64_t sms, CUdevic
 // timeout) marks that build unavailable and the call is planned again, so the next
 // candidate (or the composed route) serves it; with none left, the no-route error lists why.
 Launch prepare_planned(Runtime& rt, const DeviceContext& dc, const Problem& problem, ArgMap args,
-                       const Binder& bind, std::optional<CUstream> one_call_stream = {});
+                       const Binder& bind, std::optional<CUstream> one_call_stream = {},
+                       bool external_memory = false);
 
 // `one_call_stream`: set by the one-call forms, whose scratch is allocated and freed in
 // stream order on that stream; prepared launches own a plain allocation instead.
+// `external_memory`: no allocation; the stages are bound to a block at address 0 (its offsets)
+// until ops::rebind gives the caller's (OpOptions::external_memory).
 Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan,
-                    ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream = {});
+                    ArgMap args, const Binder& bind, std::optional<CUstream> one_call_stream = {},
+                    bool external_memory = false);
 
 }  // namespace cake::ops

@@ -120,6 +120,31 @@ CheckedCall check_call(Runtime& rt, const std::string& op, const NamedTensors& t
   return c;
 }
 
+// The block a rebind gives a launch: one with external memory needs one of memory_bytes()
+// (checked as a tensor's memory is: on the device, the whole extent allocated), 256-byte
+// aligned; one that owns its memory takes none.
+void check_launch_memory(const Launch& launch, const DeviceContext& dc, CUdeviceptr memory) {
+  if (!launch.external_memory() || launch.memory_bytes() == 0) {
+    if (memory != 0)
+      throw ArgumentError("memory", launch.external_memory() ? "given, but the launch needs none"
+                                                             : "given, but the launch owns its memory (prepare it with "
+                                                               "external_memory to give it yours)");
+    return;
+  }
+  if (memory == 0)
+    throw ArgumentError("memory", "null: the launch needs a block of " + std::to_string(launch.memory_bytes()) + " bytes");
+  if (memory % 256 != 0) throw ArgumentError("memory", "must be 256-byte aligned");
+  int64_t words[1] = {int64_t(launch.memory_bytes() / 4)};
+  DLTensor block{};
+  block.data = reinterpret_cast<void*>(memory);
+  block.device = {kDLCUDA, dc.info ? dc.info->ordinal : 0};
+  block.ndim = 1;
+  block.dtype = {kDLInt, 32, 1};
+  block.shape = words;
+  const TensorView v = view(block, "memory");
+  check_memory(dc, {&v});
+}
+
 Binder binder_of(Runtime& rt, const CheckedCall& c, const OpOptions& opt) {
   return dispatching_binder(c.family, c.plan.binder(rt, c.dc), c.plan.composed_elements, grid_sms(c.dc, opt));
 }
@@ -131,7 +156,8 @@ Launch prepare_call(Runtime& rt, const std::string& op, const NamedTensors& tens
   Launch launch = p.noop ? Launch(c.dc.ctx, nullptr, {}, DeviceBuffer())
                   : p.zero_fill_bytes > 0
                       ? Launch::zero_fill(c.dc.ctx, p.zero_fill, p.zero_fill_bytes, p.why)
-                      : prepare_planned(rt, c.dc, p.problem, p.args, binder_of(rt, c, opt), one_call);
+                      : prepare_planned(rt, c.dc, p.problem, p.args, binder_of(rt, c, opt), one_call,
+                                        opt.external_memory);
   if (!one_call) launch.set_origin(std::make_shared<const LaunchOrigin>(LaunchOrigin{&rt, op, opt, p.problem, p.device}));
   return launch;
 }
@@ -143,14 +169,17 @@ Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, 
 }
 
 void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream, const OpOptions& opt) {
+  if (opt.external_memory)
+    throw ArgumentError("external_memory", "is for prepared launches (prepare, then rebind with the memory)");
   prepare_call(rt, op, tensors, opt, stream).launch(stream);
 }
 
-void rebind(Launch& launch, const NamedTensors& tensors) {
+void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory) {
   const std::shared_ptr<const LaunchOrigin> origin = launch.origin();
   if (!origin) throw ArgumentError("launch", "was not made by prepare (or was moved from): nothing to rebind");
   Runtime& rt = *origin->rt;
   CheckedCall c = check_call(rt, origin->op, tensors, origin->options, std::nullopt);
+  check_launch_memory(launch, c.dc, memory);
   const OpPlan& p = c.plan;
   if (!(p.problem == origin->problem) || p.device != origin->device)
     throw ArgumentError("tensors", "make another problem (" + p.problem.describe() + " on cuda:" +
@@ -164,15 +193,22 @@ void rebind(Launch& launch, const NamedTensors& tensors) {
   }
   const Plan& plan = *launch.plan();
   const Binder bind = binder_of(rt, c, origin->options);
+  // The memory the stages use from now on: the launch's own, or the caller's block.
+  const bool ext = launch.external_memory();
+  const LaunchMemory& layout = launch.memory_layout();
+  const CUdeviceptr scratch = ext ? memory : launch.scratch_ptr();
+  const CUdeviceptr counters = ext ? memory + layout.counters_at() : launch.counters_ptr();
+  const CUdeviceptr workspace = ext ? memory + layout.workspace_at() : launch.workspace_ptr();
   ArgMap args = p.args;
-  if (plan.scratch_bytes > 0) args["scratch"] = launch.scratch_ptr();
+  if (plan.scratch_bytes > 0) args["scratch"] = scratch;
   const int64_t sms = c.dc.info->sm_count;
   int64_t counter_offset = 0, ws_offset = 0;
   launch.repack([&](size_t i, LaunchStage& ls) {
     const PlannedStage& s = plan.stages.at(i);
-    stage_memory_args(args, s, sms, launch.counters_ptr(), counter_offset, launch.workspace_ptr(), ws_offset);
+    stage_memory_args(args, s, sms, counters, counter_offset, workspace, ws_offset);
     bind(plan, s, args, ls);
   });
+  if (ext) launch.set_memory_base(memory);
 }
 
 }  // namespace cake::ops

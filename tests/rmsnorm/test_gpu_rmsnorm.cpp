@@ -359,6 +359,23 @@ TEST(RmsNormRebind, SameBitsAsAFreshPrepareAndRefusesAnotherProblem) {
   for (auto v : a.y.download<uint16_t>()) ASSERT_EQ(v, 0xffff);
   Launch moved = std::move(fwd);
   test::expect_argument_error([&] { ops::rebind(fwd, b.fwd()); }, "launch", "nothing to rebind");
+
+  // External memory: the backward's scratch from the caller's block, the same bits.
+  ops::OpOptions ext;
+  ext.external_memory = true;
+  Launch bwd_ext = ops::prepare(rt, "rmsnorm.bwd", b.bwd(), ext);
+  ASSERT_GT(bwd_ext.memory_bytes(), 0u) << bwd_ext.describe();
+  EXPECT_THROW(bwd_ext.launch(nullptr), Error);  // no memory given yet
+  test::expect_argument_error([&] { ops::rebind(bwd_ext, b.bwd()); }, "memory", "null");
+  DeviceBuffer small(bwd_ext.memory_bytes() / 2), block(bwd_ext.memory_bytes());
+  test::expect_argument_error([&] { ops::rebind(bwd_ext, b.bwd(), small.get()); }, "memory", "past its allocation");
+  test::expect_argument_error([&] { ops::rebind(bwd, b.bwd(), block.get()); }, "memory", "owns its memory");
+  b.dx.poison(), b.dw.poison();
+  ops::rebind(bwd_ext, b.bwd(), block.get());
+  bwd_ext.launch(nullptr);
+  EXPECT_EQ(b.dx.download<uint16_t>(), c.dx.download<uint16_t>());
+  EXPECT_EQ(b.dw.download<uint16_t>(), c.dw.download<uint16_t>());
+  EXPECT_THROW(ops::run(rt, "rmsnorm.bwd", b.bwd(), nullptr, ext), ArgumentError);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 """Prepared launches by problem, for the torch ops: the first call of a problem (op, shapes,
 strides, dtypes, alignments, device, options) prepares a launch, later calls rebind it to
-their tensors (checked, no plan lookup, no load, no allocation) and launch it on torch's
-current stream. A problem's launches share its scratch, so they must run in stream order: one
+their tensors (checked, no plan lookup, no load) and launch it on torch's current stream. The
+scratch, counters and workspace a launch needs come from torch's caching allocator at each
+call (external memory), so torch sees and reuses them. A problem's launches share its scratch, so they must run in stream order: one
 problem on two streams at once needs a Calls of its own for the second. Prepare before a CUDA
 graph capture (a warm-up step): capture may rebind and launch, not allocate.
 torch.use_deterministic_algorithms(True) forces deterministic routes."""
@@ -59,11 +60,12 @@ class Calls:
         with self._lock:
             launch = self._launches.get(key)
             if launch is None:
-                launch = self.runtime.prepare(op, **given, **options)
+                launch = self.runtime.prepare(op, **given, external_memory=True, **options)
                 self._launches[key] = launch
-            else:
-                launch.rebind(**given)
-            launch.run(stream)
+            size = launch.memory_bytes
+            memory = torch.empty(size, dtype=torch.uint8, device=device) if size else None
+            launch.rebind(memory=memory, **given)
+            launch.run(stream)  # `memory` goes back to torch's pool in this stream's order
             launch._keep = None  # the next call rebinds first: hold no tensor of this one
 
     def clear(self):
