@@ -39,6 +39,9 @@ def main():
     assert first["built"] == 1 and not first["failed"], first
     again = rt.prebuild(job)
     assert again["built"] == 0 and again["up_to_date"] == 1, again
+    stats = rt.stats()
+    assert stats["compiles"] == 1 and stats["failures"] == 0, stats
+    assert offline.stats()["compiles"] == 0, offline.stats()
     print("prebuild:", first, again)
     return 0
 

@@ -27,6 +27,7 @@ CHECKS = textwrap.dedent('''
                       {"op": "elementwise.add", "dims": {"n": 64}, "dtypes": {"out": "f32"}}], arch="sm_100a", sms=148)
     assert [s["arch"] for q in plans for s in q["stages"]][:1] == ["sm_100"], plans
     assert any(o["op"] == "rmsnorm.fwd" for o in cake.ops())
+    assert rt.stats()["compiles"] == 0, rt.stats()
 
     def raises(cls, fn, text):
         try:

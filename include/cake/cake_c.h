@@ -27,6 +27,11 @@ typedef struct cake_launch cake_launch;
  * "registry" (array of file names). */
 cake_status cake_runtime_create(const char* options_json, cake_runtime** out);
 void cake_runtime_destroy(cake_runtime* rt);
+/* What the runtime's loader did so far, as JSON: {"memory_hits", "aot_loads", "disk_hits",
+ * "compiles", "failures", "module_loads", "stand_ins", "swaps"} ("{}" for NULL); valid until
+ * the next cake call on this thread. Each compile also logs one line at info level
+ * (CAKE_LOG_LEVEL=info). */
+const char* cake_runtime_stats(cake_runtime* rt);
 
 /* Every op of every family through one call. op: "family.op" (cake_ops_json lists them);
  * the tensors by argument name: names[i] names tensors[i], i < n; an optional argument is

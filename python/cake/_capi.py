@@ -83,6 +83,8 @@ class Library:
         lib.cake_launch_free.argtypes = [vp]
         lib.cake_runtime_create.argtypes = [cp, ctypes.POINTER(vp)]
         lib.cake_runtime_destroy.argtypes = [vp]
+        lib.cake_runtime_stats.argtypes = [vp]
+        lib.cake_runtime_stats.restype = cp
         lib.cake_compile_worker_path.restype = cp
         lib.cake_ops_json.restype = cp
         call = [vp, cp, ctypes.c_int, ctypes.POINTER(cp), ctypes.POINTER(ctypes.POINTER(DLTensor)), cp]

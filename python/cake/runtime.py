@@ -115,6 +115,11 @@ class Runtime:
         """The compile worker NVRTC runs in; "" when compiles run in this process."""
         return self._lib.lib.cake_compile_worker_path().decode()
 
+    def stats(self):
+        """What the loader did so far: memory_hits, aot_loads, disk_hits, compiles, failures,
+        module_loads, stand_ins, swaps."""
+        return json.loads(self._lib.lib.cake_runtime_stats(self._h).decode())
+
     def ops(self):
         """Every op's schema: name, arguments (name, dtypes, output, optional), options."""
         return json.loads(self._lib.lib.cake_ops_json().decode())

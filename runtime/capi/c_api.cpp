@@ -271,6 +271,17 @@ cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* na
   });
 }
 
+const char* cake_runtime_stats(cake_runtime* rt) {
+  if (!rt) return "{}";
+  const cake::LoaderStats& s = rt->rt.load_stats();
+  last_summary = nlohmann::json{{"memory_hits", s.memory_hits.load()}, {"aot_loads", s.aot_loads.load()},
+                                {"disk_hits", s.disk_hits.load()},     {"compiles", s.compiles.load()},
+                                {"failures", s.failures.load()},       {"module_loads", s.module_loads.load()},
+                                {"stand_ins", s.stand_ins.load()},     {"swaps", s.swaps.load()}}
+                     .dump();
+  return last_summary.c_str();
+}
+
 size_t cake_launch_memory_bytes(const cake_launch* launch) { return launch ? launch->launch.memory_bytes() : 0; }
 
 const char* cake_launch_describe(const cake_launch* launch) {

@@ -1,5 +1,9 @@
 #include "loader.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
+
 #include "compile_worker.hpp"
 #include "driver.hpp"
 #include "error.hpp"
@@ -203,6 +207,7 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
     }
   }
   CompiledBinary bin;
+  const auto started = std::chrono::steady_clock::now();
   try {
     bin = opt_.compile(r, build.arch, build.options);
   } catch (const CompileError&) {
@@ -218,6 +223,9 @@ LoadedBinary Loader::from_disk_or_jit(const Program& program, const Build& build
     throw;
   }
   ++stats_.compiles;
+  // One line per compile at info level: what N processes sharing a cache compiled, and where.
+  log().info("cake: compiled {} in {:.2f} s (pid {})", build.key(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), ::getpid());
   CachedBinary c{std::move(bin.cubin), std::move(bin.lowered_names)};
   if (disk_) disk_->put(key, program.name, c);
   return take(std::move(c), ServedFrom::jit);
