@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU test lane: runs `ctest -L gpu` on a machine with a GPU, then compute-sanitizer
+# GPU test lane: runs `ctest -L 'gpu|multigpu'` on a machine with a GPU, then compute-sanitizer
 # (memcheck, racecheck) over the GPU tests, and prints one summary. Uses the build in
 # ${CAKE_BUILD_DIR:-build-gpu}: carried from a machine with the -dev packages (the GPU
 # machine has none), or built here when absent. Logs go to ${OUT:-/tmp/cake-gpu-lane}.
@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 "$dir/tools/cakec" doctor
 
 status=0
-ctest --test-dir "$dir" -L gpu --output-on-failure 2>&1 | tee "$out/ctest_gpu.log"
+ctest --test-dir "$dir" -L 'gpu|multigpu' --output-on-failure 2>&1 | tee "$out/ctest_gpu.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 summary=$(grep -E "tests passed|tests failed" "$out/ctest_gpu.log" | tail -1)
 skipped=$(grep -c "Skipped" "$out/ctest_gpu.log" || true)
@@ -43,6 +43,6 @@ else
   sanitizer="  compute-sanitizer not found"$'\n'
 fi
 echo "=== GPU lane summary"
-echo "ctest -L gpu: $summary ($skipped skipped)"
+echo "ctest -L 'gpu|multigpu': $summary ($skipped skipped)"
 printf '%s' "$sanitizer"
 exit $status
