@@ -19,7 +19,7 @@ E, M, N, K, H = 8, 8192, 1024, 2048, 4096
 SHAPES = {"problems": [
     {"op": "grouped_gemm.fwd", "dims": {"m": M, "n": N, "k": K, "e": E}},
     {"op": "grouped_gemm.dgrad", "dims": {"m": M, "n": N, "k": K, "e": E}},
-    {"op": "grouped_gemm.wgrad", "dims": {"m": M, "n": N, "k": K, "e": E}},
+    {"op": "grouped_gemm.wgrad", "dims": {"m": M, "n": N, "k": K, "e": E}, "dtypes": {"dw": "bf16"}},
     {"op": "rmsnorm.fwd", "dims": {"t": M, "h": H, "residual": 0}},
     {"op": "rmsnorm.bwd", "dims": {"t": M, "h": H}}]}
 
