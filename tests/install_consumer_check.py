@@ -7,6 +7,7 @@ Usage: python3 install_consumer_check.py BUILD_DIR SOURCE_DIR   (no GPU needed)"
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,10 @@ try:
 
     dyn = must(["readelf", "-d", lib]).stdout
     check("Library soname: [libcake.so.0.1]" in dyn, "SONAME libcake.so.0.1")
+    # libcuda and libnvrtc are dlopen-ed and fmt/spdlog compiled in: a bare host runs it.
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
+    extra = [n for n in needed if not re.match(r"(libc|libm|libstdc\+\+|libgcc_s|ld-linux.*)\.so", n)]
+    check(bool(needed) and not extra, f"needs only libc, libm, libstdc++, libgcc_s: {needed}")
     exported = must(["nm", "-D", "--defined-only", "--format=posix", lib]).stdout.split("\n")
     names = [line.split()[0] for line in exported if line.strip()]
     foreign = [n for n in names if not (n.startswith("cake_") or "4cake" in n)]
