@@ -39,8 +39,9 @@ CAKE_HOST_DEVICE constexpr int fwd_threads(int h) {
   while (t < 1024 && (vectors + t - 1) / t > 4) t *= 2;
   return t;
 }
-// Backward: 256 threads up to H 2048, 512 above (and for the generic program).
-CAKE_HOST_DEVICE constexpr int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : 512; }
+// Backward: 256 threads up to H 2048, 512 up to 8192 (and for the generic program), 1024
+// above, so a row of up to 16384 stays in registers at 16 bf16 a lane.
+CAKE_HOST_DEVICE constexpr int bwd_threads(int h) { return h == 0 ? 512 : h <= 2048 ? 256 : h <= 8192 ? 512 : 1024; }
 // bf16 per access in the backward: 16-byte vectors leave lanes idle where a row has more
 // vectors than the block and not a multiple of it (H 5120: 640 over 512 lanes); 8-byte ones
 // keep them busy (1280 vectors: 3 slots a lane) at the same bytes in flight.
@@ -48,8 +49,8 @@ CAKE_HOST_DEVICE constexpr int bwd_vec(int h) {
   return h > 0 && h / 8 > bwd_threads(h) && (h / 8) % bwd_threads(h) != 0 ? 4 : 8;
 }
 // The specialised programs' domain: the row in registers with at most four vectors a lane
-// (fwd up to 512 threads of 8, bwd 512 of 4 or 8). Larger rows take the generic program.
-constexpr int kSpecialisedMinH = 256, kFwdSpecialisedMaxH = 16384, kBwdSpecialisedMaxH = 8192;
+// (fwd up to 512 threads of 8, bwd 1024 of 4 or 8). Larger rows take the generic program.
+constexpr int kSpecialisedMinH = 256, kFwdSpecialisedMaxH = 16384, kBwdSpecialisedMaxH = 16384;
 // The largest H an op accepts.
 constexpr long long kMaxH = 1LL << 20;
 

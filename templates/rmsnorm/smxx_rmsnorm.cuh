@@ -367,9 +367,10 @@ __global__ void __launch_bounds__(kThreads)
   const int h = args.h;
   // Registers per thread ~ 4-5 x elements (current + prefetched row, w, sums): cap at 16,
   // 8 on the runtime-h path from 512 threads (128 registers; float w + compensated spilled).
-  // With 1024 threads (64 registers) the next row is not prefetched: a row step of the block
-  // already has 1024 * 8 * 4 = 32 KB of loads in flight.
-  using L = Layout<kH, kVec, kThreads, (kThreads >= 1024 ? 8 : 16), (kThreads >= 512 ? 8 : 16)>;
+  // With 1024 threads (64 registers, H 8200-16384) the next row is not prefetched: a row step
+  // of the block already has 1024 * 16 * 4 = 64 KB of loads in flight; 16 elements then fit
+  // 64 registers but for the compensated sums at 16 a lane (H 16384: ~0.2 KB spilled).
+  using L = Layout<kH, kVec, kThreads, 16, (kThreads >= 512 ? 8 : 16)>;
   constexpr bool kPrefetch = kThreads < 1024;
   static_assert(kChunkRows >= 1, "kChunkRows >= 1");
   constexpr int kTPR = L::kTPR, kRows = L::kRows, kSlots = L::kSlots;
