@@ -30,6 +30,34 @@ def tensor_args(tensors):
     return len(named), names, ptrs, (dls, names, ptrs, [t for _, t in named])
 
 
+class Rebinder:
+    """Rebinds one launch, again and again, to tensors laid out as the ones it was made from
+    (the same names, shapes, strides, dtypes and device, in the same order): the DLTensors are
+    built once and a call writes only the addresses, so the Python side costs little more
+    than the C call. It holds no tensor between calls."""
+
+    def __init__(self, launch, tensors):
+        self._launch = launch
+        launch._keep = None  # prepare's tensors: every run here follows a rebind to new ones
+        self._n, self._names, self._ptrs, keep = tensor_args(tensors)
+        self._dls = keep[0]
+        for d in self._dls:
+            d._keep = d._keep[:2]  # the shape and stride arrays only
+        self.memory_bytes = launch.memory_bytes
+
+    def rebind(self, tensors, memory=None):
+        """tensors: in the order given at construction. memory: as Launch.rebind takes it."""
+        for d, t in zip(self._dls, tensors):
+            d.data = t.data_ptr()
+        address = memory.data_ptr() if hasattr(memory, "data_ptr") else memory
+        lib = self._launch._lib
+        lib.check(lib.lib.cake_launch_rebind(self._launch._h, self._n, self._names, self._ptrs,
+                                             ctypes.c_void_p(address or None)))
+
+    def run(self, stream=None):
+        self._launch.run(stream)
+
+
 class Launch:
     """A prepared call (validated, planned, kernels loaded, scratch held): run() replays it on
     the tensors it was prepared with, with no allocation, compile or host synchronisation."""

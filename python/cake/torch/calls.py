@@ -2,9 +2,9 @@
 strides, dtypes, alignments, device, options) prepares a launch, later calls rebind it to
 their tensors (checked, no plan lookup, no load) and launch it on torch's current stream. The
 scratch, counters and workspace a launch needs come from torch's caching allocator at each
-call (external memory), so torch sees and reuses them. A problem's launches share its scratch, so they must run in stream order: one
-problem on two streams at once needs a Calls of its own for the second. Prepare before a CUDA
-graph capture (a warm-up step): capture may rebind and launch, not allocate.
+call (external memory), in the order of the stream the call runs on, so torch sees and
+reuses them and one problem may run on several streams. Prepare before a CUDA graph capture
+(a warm-up step): capture may rebind and launch, not allocate.
 torch.use_deterministic_algorithms(True) forces deterministic routes."""
 import logging
 import threading
@@ -16,16 +16,10 @@ import cake
 _log = logging.getLogger("cake")
 
 
-def _alignment(ptr):
-    """The largest power of two (<= 256) dividing the address, as cake's problem records it."""
-    a = 256
-    while a > 1 and ptr % a:
-        a //= 2
-    return a
-
-
 def _meta(t):
-    return (t.device.index, tuple(t.shape), tuple(t.stride()), t.dtype, _alignment(t.data_ptr()))
+    p = t.data_ptr()
+    # The largest power of two (<= 256) dividing the address, as cake's problem records it.
+    return (t.device.index, t.shape, t.stride(), t.dtype, min(256, (p & -p) or 256))
 
 
 class Calls:
@@ -53,20 +47,19 @@ class Calls:
         """Runs `op` on `tensors` (by argument name; None leaves an optional one out) on the
         current stream of their device."""
         options = self.options(deterministic, **options)
-        given = {k: t for k, t in tensors.items() if t is not None}
-        device = next(iter(given.values())).device
-        stream = torch.cuda.current_stream(device)
-        key = (op, tuple(sorted((k, _meta(t)) for k, t in given.items())), tuple(sorted(options.items())))
+        given = sorted(((k, t) for k, t in tensors.items() if t is not None), key=lambda kt: kt[0])
+        device = given[0][1].device
+        key = (op, tuple((k, _meta(t)) for k, t in given), tuple(sorted(options.items())))
         with self._lock:
-            launch = self._launches.get(key)
-            if launch is None:
-                launch = self.runtime.prepare(op, **given, external_memory=True, **options)
-                self._launches[key] = launch
-            size = launch.memory_bytes
+            bound = self._launches.get(key)
+            if bound is None:
+                launch = self.runtime.prepare(op, **dict(given), external_memory=True, **options)
+                bound = cake.Rebinder(launch, dict(given))
+                self._launches[key] = bound
+            size = bound.memory_bytes
             memory = torch.empty(size, dtype=torch.uint8, device=device) if size else None
-            launch.rebind(memory=memory, **given)
-            launch.run(stream)  # `memory` goes back to torch's pool in this stream's order
-            launch._keep = None  # the next call rebinds first: hold no tensor of this one
+            bound.rebind([t for _, t in given], memory)
+            bound.run(torch.cuda.current_stream(device))  # `memory` goes back to torch's pool in this stream's order
 
     def clear(self):
         """Frees every prepared launch (their scratch) and forgets the problems."""

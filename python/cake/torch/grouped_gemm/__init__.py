@@ -20,11 +20,32 @@ def _launch_fwd(y, x, w, offs):
     calls.run("grouped_gemm.fwd", {"y": y, "x": x, "w": w, "offs": offs})
 
 
-@torch.library.custom_op("cake::grouped_mm", mutates_args=())
-def _fwd(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+def _fwd_impl(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     y = x.new_empty(x.shape[0], w.shape[1])
     _launch_fwd(y, x, w, offs)
     return y
+
+
+def _dgrad_impl(g: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    dx = g.new_empty(g.shape[0], w.shape[2])
+    calls.run("grouped_gemm.dgrad", {"dx": dx, "g": g, "w": w, "offs": offs})
+    return dx
+
+
+def _wgrad_impl(g: torch.Tensor, x: torch.Tensor, offs: torch.Tensor, e: int) -> torch.Tensor:
+    dw = g.new_empty(e, g.shape[1], x.shape[1])
+    calls.run("grouped_gemm.wgrad", {"dw": dw, "g": g, "x": x, "offs": offs})
+    return dw
+
+
+def _wgrad_acc_impl(g: torch.Tensor, x: torch.Tensor, offs: torch.Tensor, main_grad: torch.Tensor) -> None:
+    calls.run("grouped_gemm.wgrad", {"dw": main_grad, "g": g, "x": x, "offs": offs}, accumulate=True)
+
+
+# -- torch.compile's path: custom ops with fake kernels and registered autograd.
+_fwd = torch.library.custom_op("cake::grouped_mm", mutates_args=())(_fwd_impl)
+_dgrad = torch.library.custom_op("cake::grouped_mm_dgrad", mutates_args=())(_dgrad_impl)
+_wgrad = torch.library.custom_op("cake::grouped_mm_wgrad", mutates_args=())(_wgrad_impl)
 
 
 @_fwd.register_fake
@@ -32,28 +53,9 @@ def _(x, w, offs):
     return x.new_empty(x.shape[0], w.shape[1])
 
 
-@torch.library.custom_op("cake::grouped_mm_out_", mutates_args=("y",))
-def _fwd_into(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> None:
-    _launch_fwd(y, x, w, offs)
-
-
-@torch.library.custom_op("cake::grouped_mm_dgrad", mutates_args=())
-def _dgrad(g: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
-    dx = g.new_empty(g.shape[0], w.shape[2])
-    calls.run("grouped_gemm.dgrad", {"dx": dx, "g": g, "w": w, "offs": offs})
-    return dx
-
-
 @_dgrad.register_fake
 def _(g, w, offs):
     return g.new_empty(g.shape[0], w.shape[2])
-
-
-@torch.library.custom_op("cake::grouped_mm_wgrad", mutates_args=())
-def _wgrad(g: torch.Tensor, x: torch.Tensor, offs: torch.Tensor, e: int) -> torch.Tensor:
-    dw = g.new_empty(e, g.shape[1], x.shape[1])
-    calls.run("grouped_gemm.wgrad", {"dw": dw, "g": g, "x": x, "offs": offs})
-    return dw
 
 
 @_wgrad.register_fake
@@ -61,25 +63,20 @@ def _(g, x, offs, e):
     return g.new_empty(e, g.shape[1], x.shape[1])
 
 
-@torch.library.custom_op("cake::grouped_mm_wgrad_accumulate_", mutates_args=("main_grad",))
-def _wgrad_acc(g: torch.Tensor, x: torch.Tensor, offs: torch.Tensor, main_grad: torch.Tensor) -> None:
-    calls.run("grouped_gemm.wgrad", {"dw": main_grad, "g": g, "x": x, "offs": offs}, accumulate=True)
-
-
-def _grads(g, x, w, offs, need_x, need_w, fuse):
+def _grads(g, x, w, offs, need_x, need_w, fuse, dgrad, wgrad):
     g = g.contiguous()
-    dx = _dgrad(g, w, offs) if need_x else None
+    dx = dgrad(g, w, offs) if need_x else None
     if not need_w:
         return dx, None
     if not fuse:
-        return dx, _wgrad(g, x, offs, w.shape[0])
+        return dx, wgrad(g, x, offs, w.shape[0])
     main_grad = getattr(w, "main_grad", None)
     if main_grad is None:
         raise RuntimeError("cake.torch.grouped_mm(fuse_wgrad_accumulation=True): w has no main_grad")
     if main_grad.dtype != torch.float32 or main_grad.shape != w.shape:
         raise RuntimeError(f"cake.torch.grouped_mm(fuse_wgrad_accumulation=True): w.main_grad must be float32 of "
                            f"shape {tuple(w.shape)}, got {main_grad.dtype} {tuple(main_grad.shape)}")
-    _wgrad_acc(g, x, offs, main_grad)
+    _wgrad_acc_impl(g, x, offs, main_grad)
     w.grad_added_to_main_grad = True
     if getattr(w, "zero_out_wgrad", False):
         return dx, torch.zeros_like(w)
@@ -93,16 +90,17 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, g):
     x, w, offs = ctx.saved_tensors
-    dx, dw = _grads(g, x, w, offs, ctx.needs_input_grad[0], ctx.needs_input_grad[1], False)
+    dx, dw = _grads(g, x, w, offs, ctx.needs_input_grad[0], ctx.needs_input_grad[1], False, _dgrad, _wgrad)
     return dx, dw, None
 
 
 torch.library.register_autograd("cake::grouped_mm", _backward, setup_context=_setup)
 
 
+# -- eager: the same functions called directly (a custom op's dispatch costs tens of us a call).
 class _Deferred(torch.autograd.Function):
-    """The eager path: forward saves the inputs and returns the output unwritten; the caller
-    launches the GEMM into it once apply has returned (after the saves)."""
+    """Forward saves the inputs and returns the output unwritten; the caller launches the GEMM
+    into it once apply has returned (after the saves)."""
 
     @staticmethod
     def forward(ctx, x, w, offs, fuse):
@@ -113,7 +111,8 @@ class _Deferred(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         x, w, offs = ctx.saved_tensors
-        dx, dw = _grads(g, x, w, offs, ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.fuse)
+        dx, dw = _grads(g, x, w, offs, ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.fuse,
+                        _dgrad_impl, _wgrad_impl)
         return dx, dw, None, None
 
 
@@ -125,8 +124,7 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, fuse_wgrad_
             raise NotImplementedError("cake.torch.grouped_mm: fuse_wgrad_accumulation runs in eager mode only")
         return _fwd(x, w, offs)
     if not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)):
-        return _fwd(x, w, offs)
+        return _fwd_impl(x, w, offs)
     y = _Deferred.apply(x, w, offs, fuse_wgrad_accumulation)
-    with torch.no_grad():
-        _fwd_into(y, x, w, offs)
+    _launch_fwd(y, x, w, offs)
     return y

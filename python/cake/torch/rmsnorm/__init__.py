@@ -18,8 +18,7 @@ def _rows(t):
     return rows if ok else rows.contiguous()
 
 
-@torch.library.custom_op("cake::rms_norm", mutates_args=())
-def _fwd(x: torch.Tensor, w: torch.Tensor, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+def _fwd_impl(x: torch.Tensor, w: torch.Tensor, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
     xr = _rows(x)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rstd = torch.empty(xr.shape[0], dtype=torch.float32, device=x.device)
@@ -27,14 +26,8 @@ def _fwd(x: torch.Tensor, w: torch.Tensor, eps: float) -> Tuple[torch.Tensor, to
     return y, rstd
 
 
-@_fwd.register_fake
-def _(x, w, eps):
-    return torch.empty_like(x), x.new_empty(x.numel() // x.shape[-1], dtype=torch.float32)
-
-
-@torch.library.custom_op("cake::rms_norm_residual", mutates_args=())
-def _fwd_res(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor,
-             eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _fwd_res_impl(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor,
+                  eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     xr, rr = _rows(x), _rows(residual)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -44,18 +37,28 @@ def _fwd_res(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor,
     return y, h, rstd
 
 
-@_fwd_res.register_fake
-def _(x, residual, w, eps):
-    return torch.empty_like(x), torch.empty_like(x), x.new_empty(x.numel() // x.shape[-1], dtype=torch.float32)
-
-
-@torch.library.custom_op("cake::rms_norm_backward", mutates_args=())
-def _bwd(dy: torch.Tensor, h: torch.Tensor, rstd: torch.Tensor, w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+def _bwd_impl(dy: torch.Tensor, h: torch.Tensor, rstd: torch.Tensor, w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     dx = torch.empty(h.shape, dtype=h.dtype, device=h.device)
     dw = torch.empty_like(w)
     calls.run("rmsnorm.bwd", {"dx": dx.view(-1, h.shape[-1]), "dw": dw, "dy": _rows(dy), "x": _rows(h),
                               "rstd": rstd, "w": w})
     return dx, dw
+
+
+# -- torch.compile's path: custom ops with fake kernels and registered autograd.
+_fwd = torch.library.custom_op("cake::rms_norm", mutates_args=())(_fwd_impl)
+_fwd_res = torch.library.custom_op("cake::rms_norm_residual", mutates_args=())(_fwd_res_impl)
+_bwd = torch.library.custom_op("cake::rms_norm_backward", mutates_args=())(_bwd_impl)
+
+
+@_fwd.register_fake
+def _(x, w, eps):
+    return torch.empty_like(x), x.new_empty(x.numel() // x.shape[-1], dtype=torch.float32)
+
+
+@_fwd_res.register_fake
+def _(x, residual, w, eps):
+    return torch.empty_like(x), torch.empty_like(x), x.new_empty(x.numel() // x.shape[-1], dtype=torch.float32)
 
 
 @_bwd.register_fake
@@ -91,10 +94,53 @@ torch.library.register_autograd("cake::rms_norm", _backward, setup_context=_setu
 torch.library.register_autograd("cake::rms_norm_residual", _backward_res, setup_context=_setup_res)
 
 
+# -- eager: the same functions called directly (a custom op's dispatch costs tens of us a call).
+class _RmsNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, eps):
+        y, rstd = _fwd_impl(x, w, eps)
+        ctx.save_for_backward(x, rstd, w)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, rstd, w = ctx.saved_tensors
+        dx, dw = _bwd_impl(dy, x, rstd, w)
+        return dx, dw, None
+
+
+class _RmsNormResidual(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, w, eps):
+        y, h, rstd = _fwd_res_impl(x, residual, w, eps)
+        ctx.save_for_backward(h, rstd, w)
+        ctx.set_materialize_grads(False)
+        return y, h
+
+    @staticmethod
+    def backward(ctx, dy, dh):
+        h, rstd, w = ctx.saved_tensors
+        if dy is None:
+            dy = torch.zeros_like(h)
+        dx, dw = _bwd_impl(dy, h, rstd, w)
+        if dh is not None:
+            dx = dx + dh
+        return dx, dx, dw, None
+
+
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, residual: Optional[torch.Tensor] = None):
     """y = x / rms(x) * w over the last dim (fp32 inside, deterministic dw). With `residual`:
     h = x + residual is normalised and (y, h) returned."""
+    if torch.compiler.is_compiling():
+        if residual is None:
+            return _fwd(x, w, eps)[0]
+        y, h, _ = _fwd_res(x, residual, w, eps)
+        return y, h
+    grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or
+                                        (residual is not None and residual.requires_grad))
     if residual is None:
-        return _fwd(x, w, eps)[0]
-    y, h, _ = _fwd_res(x, residual, w, eps)
+        return _RmsNorm.apply(x, w, eps) if grad else _fwd_impl(x, w, eps)[0]
+    if grad:
+        return _RmsNormResidual.apply(x, residual, w, eps)
+    y, h, _ = _fwd_res_impl(x, residual, w, eps)
     return y, h
