@@ -138,7 +138,7 @@ TEST_F(OpsArgs, CAbiNullsAndOptions) {
   expect(cake_prepare(rt, op.c_str(), 1, names, tensors, nullptr, nullptr), "argument 'launch': null");
   expect(cake_prepare(rt, "no_such.op", 0, nullptr, nullptr, nullptr, &l), "unknown op 'no_such.op'");
   for (const char* bad : {"{", "[1]", "{\"deterministic\": 1}", "{\"max_sms\": 1.5}", "{\"eps\": \"x\"}",
-                          "{\"frobnicate\": true}", "{\"max_sms\": 99999999999}"})
+                          "{\"frobnicate\": true}", "{\"max_sms\": 99999999999}", "{\"external_memory\": 1}"})
     expect(cake_prepare(rt, op.c_str(), 0, nullptr, nullptr, bad, &l), "argument 'options_json'");
   expect(cake_run(rt, "no_such.op", 0, nullptr, nullptr, nullptr, nullptr), "unknown op");
   EXPECT_EQ(cake_launch_run(nullptr, nullptr), CAKE_ERROR_ARGUMENT);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "driver.hpp"
+#include "elementwise_contract.h"
 #include "elementwise_ops.hpp"
 
 namespace cakec {
@@ -34,13 +35,11 @@ class ElementwiseProbe : public JitProbe {
   }
   std::regex programs() const override { return std::regex("^ew_.*_v[48]$"); }
   void launch_raw(CUfunction fn, CUstream stream, int sm_count) override {
-    void* pa = f1.ptr();
-    void* pb = f2.ptr();
-    void* pout = f3.ptr();
-    long long count = n;
-    void* args[] = {&pout, &pa, &pb, &count};
-    const unsigned grid = unsigned(std::min<int64_t>((n / 4 + 255) / 256, int64_t(sm_count) * 8));
-    CAKE_CU(cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, stream, args, nullptr));
+    // The kernel's one argument, as the binder packs it (elementwise_contract.h).
+    cake::ew::ElementwiseArgs a{f3.ptr(), f1.ptr(), f2.ptr(), n};
+    void* args[] = {&a};
+    const unsigned grid = unsigned(std::min<int64_t>((n / 4 + cake::ew::kThreads - 1) / cake::ew::kThreads, int64_t(sm_count) * 8));
+    CAKE_CU(cuLaunchKernel(fn, grid, 1, 1, cake::ew::kThreads, 1, 1, 0, stream, args, nullptr));
   }
 
  private:
