@@ -12,13 +12,13 @@ import threading
 
 from ._capi import dltensor
 from .errors import ArgumentError, CakeError, CompileError, DriverError, NoRouteError
-from .runtime import Launch, Rebinder, Runtime
+from .runtime import Launch, Runtime
 
 try:
     __version__ = importlib.metadata.version("cake")
 except importlib.metadata.PackageNotFoundError:  # used from a source tree (python/ on sys.path)
     __version__ = "source"
-__all__ = ["Runtime", "Launch", "Rebinder", "runtime", "plan", "prebuild", "ops", "dltensor", "CakeError",
+__all__ = ["Runtime", "Launch", "runtime", "plan", "prebuild", "ops", "dltensor", "CakeError",
            "ArgumentError", "NoRouteError", "CompileError", "DriverError"]
 
 _default = None

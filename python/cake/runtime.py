@@ -31,10 +31,11 @@ def tensor_args(tensors):
 
 
 class Rebinder:
-    """Rebinds one launch, again and again, to tensors laid out as the ones it was made from
-    (the same names, shapes, strides, dtypes and device, in the same order): the DLTensors are
-    built once and a call writes only the addresses, so the Python side costs little more
-    than the C call. It holds no tensor between calls."""
+    """cake.torch's fast path: rebinds one launch, again and again, to tensors laid out as the
+    ones it was made from (the same names, shapes, strides, dtypes and device, in the same
+    order; the caller guarantees it, as cake.torch's Calls does by keying launches on the
+    layout). The DLTensors are built once and a call writes only the addresses. It holds no
+    tensor between calls. Not part of the public API: Launch.rebind checks a new layout."""
 
     def __init__(self, launch, tensors):
         self._launch = launch
@@ -49,10 +50,7 @@ class Rebinder:
         """tensors: in the order given at construction. memory: as Launch.rebind takes it."""
         for d, t in zip(self._dls, tensors):
             d.data = t.data_ptr()
-        address = memory.data_ptr() if hasattr(memory, "data_ptr") else memory
-        lib = self._launch._lib
-        lib.check(lib.lib.cake_launch_rebind(self._launch._h, self._n, self._names, self._ptrs,
-                                             ctypes.c_void_p(address or None)))
+        self._launch._rebind(self._n, self._names, self._ptrs, memory)
 
     def run(self, stream=None):
         self._launch.run(stream)
@@ -81,9 +79,12 @@ class Launch:
         memory_bytes bytes, or an address), kept alive by the caller until the launches that
         use it have run. ArgumentError (the launch unchanged) when the problem differs."""
         n, names, ptrs, keep = tensor_args(tensors)
+        self._rebind(n, names, ptrs, memory)
+        self._keep = keep
+
+    def _rebind(self, n, names, ptrs, memory):
         address = memory.data_ptr() if hasattr(memory, "data_ptr") else memory
         self._lib.check(self._lib.lib.cake_launch_rebind(self._h, n, names, ptrs, ctypes.c_void_p(address or None)))
-        self._keep = keep
 
     def describe(self):
         """The plan as text: route, accumulate mode, stages, candidates passed over."""

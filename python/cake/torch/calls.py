@@ -12,6 +12,7 @@ import threading
 import torch
 
 import cake
+from cake.runtime import Rebinder
 
 _log = logging.getLogger("cake")
 
@@ -54,12 +55,13 @@ class Calls:
             bound = self._launches.get(key)
             if bound is None:
                 launch = self.runtime.prepare(op, **dict(given), external_memory=True, **options)
-                bound = cake.Rebinder(launch, dict(given))
+                bound = Rebinder(launch, dict(given))
                 self._launches[key] = bound
             size = bound.memory_bytes
             memory = torch.empty(size, dtype=torch.uint8, device=device) if size else None
             bound.rebind([t for _, t in given], memory)
-            bound.run(torch.cuda.current_stream(device))  # `memory` goes back to torch's pool in this stream's order
+            # `memory` goes back to torch's pool in this stream's order.
+            bound.run(torch.cuda.current_stream(device))
 
     def clear(self):
         """Frees every prepared launch (their scratch) and forgets the problems."""

@@ -38,7 +38,8 @@ class ElementwiseProbe : public JitProbe {
     // The kernel's one argument, as the binder packs it (elementwise_contract.h).
     cake::ew::ElementwiseArgs a{f3.ptr(), f1.ptr(), f2.ptr(), n};
     void* args[] = {&a};
-    const unsigned grid = unsigned(std::min<int64_t>((n / 4 + cake::ew::kThreads - 1) / cake::ew::kThreads, int64_t(sm_count) * 8));
+    const int64_t blocks = (n / 4 + cake::ew::kThreads - 1) / cake::ew::kThreads;  // 4 elements a thread
+    const unsigned grid = unsigned(std::min<int64_t>(blocks, int64_t(sm_count) * 8));
     CAKE_CU(cuLaunchKernel(fn, grid, 1, 1, cake::ew::kThreads, 1, 1, 0, stream, args, nullptr));
   }
 
