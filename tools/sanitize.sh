@@ -111,7 +111,7 @@ mode_fuzz() {
     echo "sanitize: the top-level CMakeLists.txt does not add tests/fuzz (see tests/fuzz/README.md)" >&2
     return 1
   fi
-  local dir=build-fuzz targets=(fuzz_registry fuzz_build_json fuzz_plan_args)
+  local dir=build-fuzz targets=(fuzz_registry fuzz_build_json fuzz_json fuzz_plan_args)
   configure "$dir" -DCMAKE_CXX_COMPILER=clang++-14 -DCAKE_FUZZ=ON \
     -DCAKE_SANITIZE=address,undefined -DCAKE_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build "$dir" -j "$ncpu" --target "${targets[@]}"

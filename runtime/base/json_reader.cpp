@@ -1,68 +1,64 @@
 #include "json_reader.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace cake {
 
-namespace {
-// path + "/" + the key as a JSON pointer token ('~' -> "~0", '/' -> "~1").
-std::string child_path(const std::string& path, const std::string& key) {
-  std::string out;
-  out.reserve(path.size() + 1 + key.size());
-  out += path;
-  out += '/';
-  if (key.find_first_of("~/") == std::string::npos) return out += key;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out.push_back(c);
-  }
-  return out;
+std::string JsonReader::where() const {
+  const std::string p = path();
+  return v_.doc().file() + ": " + (p.empty() ? "/" : p);
 }
-}  // namespace
 
 void JsonReader::expect_object() const {
-  if (!j_.is_object()) fail(std::string("expected an object, got ") + j_.type_name());
+  if (!v_.is_object()) fail(std::string("expected an object, got ") + v_.type_name());
 }
 
 void JsonReader::expect_array() const {
-  if (!j_.is_array()) fail(std::string("expected an array, got ") + j_.type_name());
+  if (!v_.is_array()) fail(std::string("expected an array, got ") + v_.type_name());
 }
 
-JsonReader JsonReader::at(const std::string& key) const {
+bool JsonReader::has(std::string_view key) const {
+  JsonValue m = v_;
+  return v_.find(key, &m);
+}
+
+JsonReader JsonReader::at(std::string_view key) const {
   expect_object();
-  auto it = j_.find(key);
-  if (it == j_.end()) fail("missing required member '" + key + "'");
-  return JsonReader(*it, file_, child_path(path_, key));
+  JsonValue m = v_;
+  if (!v_.find(key, &m)) fail("missing required member '" + std::string(key) + "'");
+  return JsonReader(m);
 }
 
 JsonReader JsonReader::at(size_t i) const {
   expect_array();
-  return JsonReader(j_.at(i), file_, path_ + "/" + std::to_string(i));
+  if (i >= v_.size()) fail("expected at least " + std::to_string(i + 1) + " elements, got " + std::to_string(v_.size()));
+  return JsonReader(v_.element(i));
 }
 
 void JsonReader::allow_only(std::initializer_list<const char*> allowed) const {
   expect_object();
-  for (auto& [k, v] : j_.items()) {
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || k == a;
-    if (!ok) fail("unknown member '" + k + "'");
+  for (size_t i = 0, n = v_.size(); i < n; ++i) {
+    const std::string_view k = v_.key(i);
+    if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; }))
+      fail("unknown member '" + std::string(k) + "'");
   }
 }
 
 std::string JsonReader::str() const {
-  if (!j_.is_string()) fail(std::string("expected a string, got ") + j_.type_name());
-  return j_.get<std::string>();
+  if (!v_.is_string()) fail(std::string("expected a string, got ") + v_.type_name());
+  return std::string(v_.str());
 }
 
 int64_t JsonReader::int64() const {
-  if (!j_.is_number_integer()) fail(std::string("expected an integer, got ") + j_.type_name());
-  if (j_.is_number_unsigned() && j_.get<uint64_t>() > uint64_t(INT64_MAX))
-    fail("integer out of range");
-  return j_.get<int64_t>();
+  if (!v_.is_integer()) fail(std::string("expected an integer, got ") + v_.type_name());
+  if (v_.is_unsigned_only()) fail("integer out of range");
+  return v_.int64();
 }
 
 bool JsonReader::boolean() const {
-  if (!j_.is_boolean()) fail(std::string("expected a boolean, got ") + j_.type_name());
-  return j_.get<bool>();
+  if (v_.type() != JsonValue::Type::boolean) fail(std::string("expected a boolean, got ") + v_.type_name());
+  return v_.boolean();
 }
 
 }  // namespace cake

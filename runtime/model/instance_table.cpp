@@ -1,7 +1,8 @@
 #include "instance_table.hpp"
 
-#include <mutex>
+#include <algorithm>
 #include <cctype>
+#include <mutex>
 #include <regex>
 #include <set>
 
@@ -54,15 +55,14 @@ void read_instance(const JsonReader& r, Program& p) {
   auto dims = r.at("dims");
   dims.expect_object();
   if (dims.size() == 0) dims.fail("a parametric program needs at least one dim");
-  for (auto& [k, v] : dims.json().items()) {
-    auto d = dims.at(k);
+  dims.each_member([&](const std::string& k, const JsonReader& d) {
     if (!std::regex_match(k, dim_re)) d.fail("'" + k + "' is not a dim name (lowercase letters, digits, '_')");
     d.allow_only({"range", "divisible"});
     InstanceDim idim;
     idim.dim = k;
     auto range = d.at("range");
     range.expect_array();
-    if (range.size() != 2 || range.json()[1].is_null())
+    if (range.size() != 2 || range.at(size_t{1}).is_null())
       range.fail("an instance dim's range is [lo, hi], both given: each value is a program");
     idim.range = {range.at(size_t{0}).int64(), range.at(size_t{1}).int64()};
     if (idim.range.lo < 1 || idim.range.lo > idim.range.hi)
@@ -72,7 +72,10 @@ void read_instance(const JsonReader& r, Program& p) {
       if (idim.divisible < 1) d.at("divisible").fail("divisor must be >= 1");
     }
     p.instance_dims.push_back(idim);
-  }
+  });
+  // In name order, as they were when read from a sorted map: instance names follow it.
+  std::sort(p.instance_dims.begin(), p.instance_dims.end(),
+            [](const InstanceDim& a, const InstanceDim& b) { return a.dim < b.dim; });
   if (r.has("prebuild")) {
     auto pre = r.at("prebuild");
     pre.expect_array();
@@ -80,36 +83,36 @@ void read_instance(const JsonReader& r, Program& p) {
       auto e = pre.at(i);
       e.expect_object();
       std::map<std::string, int64_t> values;
-      for (auto& [k, v] : e.json().items()) values[k] = e.at(k).int64();
+      e.each_member([&](const std::string& k, const JsonReader& v) { values[k] = v.int64(); });
       p.prebuild.push_back(std::move(values));
     }
   }
 }
 
 void check_instance_rules(const Program& p, const std::map<std::string, const Program*>& programs) {
-  const std::string where = p.origin.str();
+  auto where = [&] { return p.origin.str(); };
   std::set<std::string> named;
   for (const auto& k : p.kernels)
     for (const auto& ph : kernel_placeholders(k)) named.insert(ph);
   if (!p.parametric()) {
     if (!named.empty())
-      throw RegistryError(where + "/kernels", "names {" + *named.begin() + "} but the program has no \"instance\" dims");
+      throw RegistryError(where() + "/kernels", "names {" + *named.begin() + "} but the program has no \"instance\" dims");
     return;
   }
   std::set<std::string> declared;
   for (const auto& d : p.instance_dims) {
     declared.insert(d.dim);
-    if (!named.count(d.dim)) throw RegistryError(where + "/kernels", "no kernel names {" + d.dim + "}");
+    if (!named.count(d.dim)) throw RegistryError(where() + "/kernels", "no kernel names {" + d.dim + "}");
     if (p.params.is_object() && p.params.contains(d.dim))
-      throw RegistryError(where + "/params", "sets '" + d.dim + "', which each instance sets to its value");
+      throw RegistryError(where() + "/params", "sets '" + d.dim + "', which each instance sets to its value");
   }
   for (const auto& ph : named)
-    if (!declared.count(ph)) throw RegistryError(where + "/kernels", "{" + ph + "} is not one of the instance dims");
+    if (!declared.count(ph)) throw RegistryError(where() + "/kernels", "{" + ph + "} is not one of the instance dims");
   for (size_t i = 0; i < p.prebuild.size(); ++i) {
-    const std::string at = where + "/instance/prebuild/" + std::to_string(i);
+    auto at = [&] { return where() + "/instance/prebuild/" + std::to_string(i); };
     if (p.prebuild[i].size() != p.instance_dims.size())
-      throw RegistryError(at, "needs a value for each instance dim and nothing else");
-    if (std::string err = instance_domain_error(p, p.prebuild[i]); !err.empty()) throw RegistryError(at, err);
+      throw RegistryError(at(), "needs a value for each instance dim and nothing else");
+    if (std::string err = instance_domain_error(p, p.prebuild[i]); !err.empty()) throw RegistryError(at(), err);
   }
   const std::string prefix = p.name + ".";
   for (auto it = programs.lower_bound(prefix); it != programs.end() && it->first.rfind(prefix, 0) == 0; ++it)

@@ -47,19 +47,15 @@ std::shared_ptr<const Registry> Registry::load_default(const std::vector<std::st
 std::shared_ptr<const Registry> Registry::from_sources(const std::vector<RegistrySource>& src) {
   auto reg = std::shared_ptr<Registry>(new Registry());
   for (const auto& s : src) reg->parse(s);
+  reg->index();
   reg->validate();
   return reg;
 }
 
 void Registry::parse(const RegistrySource& src) {
   files_.push_back(src.file);
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(src.text);
-  } catch (const nlohmann::json::exception& e) {  // parse errors, out-of-range numbers, ...
-    throw RegistryError(src.file, std::string("not valid JSON: ") + e.what());
-  }
-  JsonReader root(doc, src.file);
+  const auto doc = JsonDoc::parse(src.text, src.file);
+  JsonReader root(doc->root());
   root.allow_only({"comment", "family", "programs", "routes", "builds"});
   std::string family = root.has("family") ? root.at("family").str() : "";
 
@@ -97,7 +93,7 @@ void Registry::parse(const RegistrySource& src) {
             params.at("workspace_per_sm").fail("must be 0.." + std::to_string(kMaxWorkspacePerSm) + " bytes, got " +
                                                std::to_string(bytes));
         }
-        prog.params = params.json();
+        prog.params = params.value().to_nlohmann();
       }
       if (p.has("stand_in")) prog.stand_in = p.at("stand_in").str();
       if (p.has("instance")) read_instance(p.at("instance"), prog);
@@ -159,7 +155,7 @@ void Registry::parse(const RegistrySource& src) {
           if (sr.has("bind")) {
             auto br = sr.at("bind");
             br.expect_object();
-            for (auto& [k, v] : br.json().items()) stage.bind[k] = br.at(k).str();
+            br.each_member([&](const std::string& k, const JsonReader& v) { stage.bind[k] = v.str(); });
           }
           cand.stages.push_back(std::move(stage));
         }
@@ -203,7 +199,6 @@ void Registry::parse(const RegistrySource& src) {
       }
     }
   }
-  index();
 }
 
 void Registry::index() {
@@ -279,12 +274,12 @@ void Registry::validate() const {
       bool uses_scratch = false;
       for (size_t s = 0; s < c.stages.size(); ++s) {
         const auto& st = c.stages[s];
-        std::string where = c.origin.str() + "/stages/" + std::to_string(s);
+        auto where = [&] { return c.origin.str() + "/stages/" + std::to_string(s); };
         auto p = programs.find(st.program);
         if (p == programs.end())
-          throw RegistryError(where + "/program", "unknown program '" + st.program + "'");
+          throw RegistryError(where() + "/program", "unknown program '" + st.program + "'");
         if (st.kernel < 0 || st.kernel >= int(p->second->kernels.size()))
-          throw RegistryError(where + "/kernel", "kernel index " + std::to_string(st.kernel) +
+          throw RegistryError(where() + "/kernel", "kernel index " + std::to_string(st.kernel) +
                                                      " out of range for program " + st.program);
         for (const auto& [param, arg] : st.bind) uses_scratch = uses_scratch || arg == "scratch";
       }

@@ -47,7 +47,7 @@ Range read_range(const JsonReader& r) {
   if (r.size() != 2) r.fail("a range is [lo, hi] (hi may be null for no upper bound)");
   Range out;
   out.lo = r.at(size_t{0}).int64();
-  if (!r.json()[1].is_null()) out.hi = r.at(size_t{1}).int64();
+  if (!r.at(size_t{1}).is_null()) out.hi = r.at(size_t{1}).int64();
   if (out.lo < 0) r.fail("range lower bound " + std::to_string(out.lo) + " is negative");
   if (out.lo > out.hi)
     r.fail("empty range: lo " + std::to_string(out.lo) + " > hi " + std::to_string(out.hi));
@@ -66,40 +66,40 @@ Window read_window(const JsonReader& r) {
   if (r.has("dims")) {
     auto d = r.at("dims");
     d.expect_object();
-    for (auto& [k, v] : d.json().items()) w.dims[k] = read_range(d.at(k));
+    d.each_member([&](const std::string& k, const JsonReader& v) { w.dims[k] = read_range(v); });
   }
   if (r.has("divisible")) {
     auto d = r.at("divisible");
     d.expect_object();
-    for (auto& [k, v] : d.json().items()) {
-      int64_t m = d.at(k).int64();
-      if (m < 1) d.at(k).fail("divisor must be >= 1");
+    d.each_member([&](const std::string& k, const JsonReader& v) {
+      int64_t m = v.int64();
+      if (m < 1) v.fail("divisor must be >= 1");
       w.divisible[k] = m;
-    }
+    });
   }
   if (r.has("parity")) {
     auto d = r.at("parity");
     d.expect_object();
-    for (auto& [k, v] : d.json().items()) {
-      std::string p = d.at(k).str();
-      if (p != "odd" && p != "even") d.at(k).fail("parity is 'odd' or 'even'");
+    d.each_member([&](const std::string& k, const JsonReader& v) {
+      std::string p = v.str();
+      if (p != "odd" && p != "even") v.fail("parity is 'odd' or 'even'");
       w.parity[k] = p == "odd" ? 1 : 0;
-    }
+    });
   }
   if (r.has("dtypes")) {
     auto d = r.at("dtypes");
     d.expect_object();
-    for (auto& [k, v] : d.json().items()) w.dtypes[k] = read_dtype(d.at(k));
+    d.each_member([&](const std::string& k, const JsonReader& v) { w.dtypes[k] = read_dtype(v); });
   }
   if (r.has("align")) {
     auto d = r.at("align");
     d.expect_object();
-    for (auto& [k, v] : d.json().items()) {
-      int64_t a = d.at(k).int64();
+    d.each_member([&](const std::string& k, const JsonReader& v) {
+      int64_t a = v.int64();
       if (a < 1 || a > 4096 || (a & (a - 1)) != 0)
-        d.at(k).fail("alignment must be a power of two in 1..4096");
+        v.fail("alignment must be a power of two in 1..4096");
       w.align[k] = int(a);
-    }
+    });
   }
   return w;
 }

@@ -53,20 +53,20 @@ Problem read_problem(const JsonReader& r) {
   if (r.has("dims")) {
     auto dims = r.at("dims");
     dims.expect_object();
-    for (auto& [k, v] : dims.json().items()) {
-      const int64_t x = dims.at(k).int64();
-      if (x < 0) dims.at(k).fail("a dim is >= 0, got " + std::to_string(x));
+    dims.each_member([&](const std::string& k, const JsonReader& v) {
+      const int64_t x = v.int64();
+      if (x < 0) v.fail("a dim is >= 0, got " + std::to_string(x));
       p.dims[k] = x;
-    }
+    });
   }
   if (r.has("dtypes")) {
     auto dtypes = r.at("dtypes");
     dtypes.expect_object();
-    for (auto& [k, v] : dtypes.json().items()) {
-      auto t = parse_dtype(dtypes.at(k).str());
-      if (!t) dtypes.at(k).fail("'" + dtypes.at(k).str() + "' is not a dtype (bf16, f16, f32, f64, i32, i64)");
+    dtypes.each_member([&](const std::string& k, const JsonReader& v) {
+      auto t = parse_dtype(v.str());
+      if (!t) v.fail("'" + v.str() + "' is not a dtype (bf16, f16, f32, f64, i32, i64)");
       p.dtypes[k] = *t;
-    }
+    });
   }
   if (r.has("accumulate")) p.accumulate = r.at("accumulate").boolean();
   if (r.has("deterministic")) p.deterministic = r.at("deterministic").boolean();
@@ -77,13 +77,8 @@ Problem read_problem(const JsonReader& r) {
 }  // namespace
 
 Shapes parse_shapes(const std::string& text, const std::string& file) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(file + ": not valid JSON: " + e.what());
-  }
-  JsonReader root(doc, file);
+  const auto doc = JsonDoc::parse(text, file);
+  JsonReader root(doc->root());
   root.expect_object();
   root.allow_only({"comment", "arch", "sms", "max_smem", "problems"});
   Shapes s;
