@@ -313,6 +313,21 @@ TEST(Cli, BenchWithoutGpuSaysWhy) {
   r = run(kCakec + " bench grouped_gemm --order fixed");  // accepted; then the GPU is missing
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("needs a GPU"), std::string::npos) << r.out;
+  r = run(kCakec + " bench grouped_gemm --cases models --sustained --op fwd dgrad");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("needs a GPU"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BenchModelCasesHaveTheirOwnShapes) {  // usage errors, GPU or not: nothing runs
+  for (const std::string opt : {"--shape down", "--m 4096", "--e 8", "--dist balanced"}) {
+    auto r = run(kCakec + " bench grouped_gemm --cases models " + opt);
+    EXPECT_EQ(r.code, 2) << opt << ": " << r.out;
+    EXPECT_NE(r.out.find("is for --cases grid"), std::string::npos) << r.out;
+  }
+  auto r = run(kCakec + " bench grouped_gemm --cases moe");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(run(kCakec + " bench grouped_gemm --help").out.find("DeepSeek-V3/EP8 (7168, 2048, 32, 65536)"),
+            std::string::npos);
 }
 
 TEST(Cli, BenchSustainedOptionsAreChecked) {  // usage errors, GPU or not: nothing runs

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU test (ctest label gpu): `cakec bench grouped_gemm` on small rows, in turn in both orders
-# (--order permute, the default, and fixed) and with --sustained; every row's output must be
+# (--order permute, the default, and fixed) and with --sustained (with its energy columns); every row's output must be
 # checked ok against the cuBLAS loop; with --samples, the CSV read back (python3) and each row's
 # VS_BEST computed again from it. Skips (exit 77) where the bench says it needs a GPU.
 #   tests/bench_grouped_gemm_smoke.sh CAKEC
@@ -75,4 +75,8 @@ grep -qF "as the faster baseline's median / cake's median: all" <<<"$out" || fai
 run_mode fixed "in a fixed order (cake, loop, grouped)" --reps 3 --order fixed
 run_mode sustained "each contender alone" --sustained --warm-ms 20 --window-ms 20 --rounds 1
 grep -qF "VS_BEST = faster baseline's mean time / cake's" <<<"$out" || fail "sustained: VS_BEST not explained"
+# Energy: a J column per contender and J_VS_BEST on every row, and their summary line.
+[ "$(awk '$1 == "down" && $15 ~ /^(n\/a|-?[0-9.e+-]+)(\/(n\/a|-?[0-9.e+-]+))+$/ && $16 ~ /^(n\/a|-?[0-9.]+x)$/' <<<"$out" | wc -l)" = 4 ] ||
+  fail "sustained: no J c/l/g and J_VS_BEST columns"
+grep -qE "J_VS_BEST (geomean [0-9.]+x over|: n/a)" <<<"$out" || fail "sustained: no J_VS_BEST summary"
 echo "PASS"

@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -80,32 +81,50 @@ struct Timer {
   }
 
   struct Sustained {
-    double ms, mhz, watts;  // mhz, watts: NaN without NVML
+    // mhz, watts: means over the windows; joules: a call's energy (board counter), the L2
+    // flush's share taken off. NaN where NVML cannot say.
+    double ms, mhz, watts, joules;
   };
   // Each contender alone, calls back to back (L2 flushed before each, as above): warm_ms of
   // untimed calls, in which the clock leaves the previous contender's and settles at what
-  // this one's own power draw allows, then window_ms of timed calls with the clock and
-  // power read meanwhile. Contenders in turn, `rounds` times; per contender the mean over
-  // rounds of the mean time per call, and the mean clock and power over its windows.
+  // this one's own power draw allows, then window_ms of timed calls with the clock, power and
+  // energy read meanwhile. Contenders in turn, `rounds` times; per contender the mean over
+  // rounds of the mean time per call, and the mean clock, power and energy per call over its
+  // windows. Each round also times a window of the flush alone: every contender's calls pay
+  // one flush each, whose energy is taken off theirs.
   std::vector<Sustained> sustained(const std::vector<std::function<void()>>& fs, int warm_ms, int window_ms,
                                    int rounds, const Nvml* nvml) {
-    using clock = std::chrono::steady_clock;
-    std::vector<double> ms(fs.size()), mhz(fs.size()), watts(fs.size());
-    for (int r = 0; r < rounds; ++r)
+    std::vector<Sustained> out(fs.size(), Sustained{0, 0, 0, 0});
+    double flush_joules = 0;
+    for (int r = 0; r < rounds; ++r) {
+      flush_joules += window([] {}, std::min(warm_ms, 200), window_ms, nvml).joules / rounds;
       for (size_t c = 0; c < fs.size(); ++c) {
-        uint32_t i = 0;
-        for (auto t0 = clock::now(); clock::now() - t0 < std::chrono::milliseconds(warm_ms);) timed_ms(fs[c], i++);
-        ClockSampler sampler(nvml);
-        double sum = 0;
-        int calls = 0;
-        for (auto t0 = clock::now(); calls == 0 || clock::now() - t0 < std::chrono::milliseconds(window_ms); ++calls)
-          sum += timed_ms(fs[c], i++);
-        const ClockSampler::Means m = sampler.stop();
-        ms[c] += sum / calls / rounds, mhz[c] += m.mhz / rounds, watts[c] += m.watts / rounds;
+        const Sustained w = window(fs[c], warm_ms, window_ms, nvml);
+        out[c].ms += w.ms / rounds, out[c].mhz += w.mhz / rounds, out[c].watts += w.watts / rounds;
+        out[c].joules += w.joules / rounds;
       }
-    std::vector<Sustained> out;
-    for (size_t c = 0; c < fs.size(); ++c) out.push_back({ms[c], mhz[c], watts[c]});
+    }
+    for (auto& o : out) o.joules -= flush_joules;
     return out;
+  }
+
+ private:
+  // warm_ms of untimed calls of f, then window_ms of timed ones: their mean ms, the mean clock
+  // and power, and the energy per call (flush included).
+  Sustained window(const std::function<void()>& f, int warm_ms, int window_ms, const Nvml* nvml) {
+    using clock = std::chrono::steady_clock;
+    uint32_t i = 0;
+    for (auto t0 = clock::now(); clock::now() - t0 < std::chrono::milliseconds(warm_ms);) timed_ms(f, i++);
+    unsigned long long e0 = 0, e1 = 0;
+    const bool energy = nvml && nvml->energy_mj(e0);  // the GPU is idle here: the last call was waited for
+    ClockSampler sampler(nvml);
+    double sum = 0;
+    int calls = 0;
+    for (auto t0 = clock::now(); calls == 0 || clock::now() - t0 < std::chrono::milliseconds(window_ms); ++calls)
+      sum += timed_ms(f, i++);
+    const ClockSampler::Means m = sampler.stop();
+    const double joules = energy && nvml->energy_mj(e1) && e1 >= e0 ? double(e1 - e0) / 1000.0 / calls : NAN;
+    return {sum / calls, m.mhz, m.watts, joules};
   }
 };
 

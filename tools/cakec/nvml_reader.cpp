@@ -38,6 +38,7 @@ Nvml::Nvml(int pci_domain, int pci_bus, int pci_device) {
   power_ = reinterpret_cast<decltype(power_)>(::dlsym(lib, "nvmlDeviceGetPowerUsage"));
   fields_ = reinterpret_cast<decltype(fields_)>(::dlsym(lib, "nvmlDeviceGetFieldValues"));  // optional
   reasons_ = reinterpret_cast<decltype(reasons_)>(::dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
+  energy_ = reinterpret_cast<decltype(energy_)>(::dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"));  // optional
   if (!init || !by_bus || !clock_ || !power_) {
     missing_ = "libnvidia-ml.so.1 lacks a function cakec reads";
     return;
@@ -85,6 +86,8 @@ int Nvml::power_capped() const {
   if (!dev_ || !reasons_ || reasons_(dev_, &reasons) != 0) return -1;
   return (reasons & 0x4) != 0;  // nvmlClocksEventReasonSwPowerCap
 }
+
+bool Nvml::energy_mj(unsigned long long& mj) const { return dev_ && energy_ && energy_(dev_, &mj) == 0; }
 
 ClockSampler::ClockSampler(const Nvml* nvml) {
   if (!nvml || !nvml->available()) return;

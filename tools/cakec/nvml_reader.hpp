@@ -1,6 +1,6 @@
-// The SM clock and board power through NVML, loaded with dlopen (the driver's
+// The SM clock, board power and energy through NVML, loaded with dlopen (the driver's
 // libnvidia-ml.so.1; cakec links no NVIDIA library): the sustained benchmarks report the
-// clock each contender runs at when it alone sets the card's power draw.
+// clock each contender runs at when it alone sets the card's power draw, and its energy.
 #pragma once
 #include <atomic>
 #include <string>
@@ -23,6 +23,8 @@ class Nvml {
   // Whether the power cap holds the clock down now (the software power cap reason); -1 when
   // NVML cannot say.
   int power_capped() const;
+  // The board's energy counter (mJ since the driver loaded; Volta on); false when unreadable.
+  bool energy_mj(unsigned long long& mj) const;
 
  private:
   bool instant_power_mw(unsigned& mw) const;
@@ -32,6 +34,7 @@ class Nvml {
   int (*power_)(void*, unsigned*) = nullptr;       // nvmlDeviceGetPowerUsage (mW)
   int (*fields_)(void*, int, void*) = nullptr;     // nvmlDeviceGetFieldValues
   int (*reasons_)(void*, unsigned long long*) = nullptr;  // nvmlDeviceGetCurrentClocksThrottleReasons
+  int (*energy_)(void*, unsigned long long*) = nullptr;   // nvmlDeviceGetTotalEnergyConsumption
   bool instant_ = false;
   std::string missing_;
 };

@@ -37,6 +37,7 @@ struct Args {
       ops{"fwd", "dgrad", "wgrad", "wgrad_acc"};
   std::vector<int64_t> ms{112576, 131072};
   std::vector<int> es{4, 8, 16, 32};
+  std::string cases = "grid";  // grid: shapes x M x E x dists; models: model_cases()
   int reps = 10;
   std::string order = "permute";
   std::string cublas;
@@ -162,6 +163,7 @@ struct Result {
   std::string op;
   double ratio;  // VS_BEST
   double ratio_of_medians;  // the faster baseline's median / cake's (in turn; = ratio with --sustained)
+  double joules_ratio;      // J_VS_BEST (--sustained; NaN otherwise or without NVML)
 };
 
 // One process's run: the runtime, the timer, cuBLAS, and what the summary needs.
@@ -193,7 +195,8 @@ class Bench {
     else
       std::printf("cakec bench grouped_gemm --sustained: %s; cuBLAS %s; bf16 in, fp32 compute; L2 flushed; each "
                   "contender alone, %d ms untimed then %d ms timed back to back, in turn, %d rounds: mean ms a "
-                  "call; clocks %s; TF = TFLOP/s (2*M*N*K)\n",
+                  "call; clocks %s; J = joules a call (NVML's energy counter over the window, the L2 flush's "
+                  "share, timed alone, taken off); TF = TFLOP/s (2*M*N*K)\n",
                   device.c_str(), cublas.c_str(), a_.warm_ms, a_.window_ms, a_.rounds,
                   !nvml_->available()        ? ("n/a (" + nvml_->missing_reason() + ")").c_str()
                   : nvml_->instant_power() ? "(MHZ) and board power (W, instant) read with NVML"
@@ -201,13 +204,14 @@ class Bench {
     std::printf("LOOP = cublasGemmEx per non-empty group; GROUPED = cublasGemmGroupedBatchedEx, one group per "
                 "non-empty expert; both skip empty groups (for wgrad bf16 cake zero-fills them, the baselines do "
                 "not); wgrad_acc: f32 dW += (beta = 1). %s\n",
-                a_.sustained ? "VS_BEST = faster baseline's mean time / cake's."
+                a_.sustained ? "VS_BEST = faster baseline's mean time / cake's; J_VS_BEST = the baseline's of the "
+                               "lower energy J / cake's."
                              : "CAKE_MS and the TF columns: medians. VS_BEST = for each baseline the median over reps "
                                "of its time in the rep / cake's (a rep's calls run at about one clock); the "
                                "smaller of the two.");
     std::vector<std::string> head = {"SHAPE",   "M",       "E",       "DIST",    "OP",    "GROUPS", "CAKE_MS",
                                      "CAKE_TF", "LOOP_TF", "GROUPED", "VS_BEST", "CHECK"};
-    if (a_.sustained) head.insert(head.end(), {"MHZ c/l/g", "W c/l/g"});
+    if (a_.sustained) head.insert(head.end(), {"MHZ c/l/g", "W c/l/g", "J c/l/g", "J_VS_BEST"});
     head.push_back("ROUTE");
     print_row(head);
   }
@@ -244,7 +248,8 @@ class Bench {
       std::vector<double> ms;
       double ratio = NAN;      // VS_BEST
       double of_medians = NAN;  // in turn: the faster baseline's median / cake's
-      std::string mhz, watts;   // per contender, "/"-separated (sustained only)
+      std::string mhz, watts, joules;  // per contender, "/"-separated (sustained only)
+      double j_ratio = NAN;            // J_VS_BEST
       if (!a_.sustained) {
         std::vector<TimedCall> calls;
         ms = timer_.median_ms_interleaved(contenders, a_.reps, a_.order == "permute", &calls);
@@ -252,11 +257,18 @@ class Bench {
         of_medians = ratio_of_medians(calls);  // as `cakec bench summarize` takes it from the file
         if (!a_.samples.empty()) add_samples(shape, c, op, calls);
       } else {
-        for (const auto& s : timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get())) {
+        const auto windows = timer_.sustained(contenders, a_.warm_ms, a_.window_ms, a_.rounds, nvml_.get());
+        auto joined = [](std::string& to, double v, const char* f) {
+          to += (to.empty() ? "" : "/") + (std::isnan(v) ? std::string("n/a") : fmt(f, v));
+        };
+        double best_joules = NAN;
+        for (size_t c = 0; c < windows.size(); ++c) {
+          const auto& s = windows[c];
           ms.push_back(s.ms);
-          mhz += (mhz.empty() ? "" : "/") + (std::isnan(s.mhz) ? std::string("n/a") : fmt("%.0f", s.mhz));
-          watts += (watts.empty() ? "" : "/") + (std::isnan(s.watts) ? std::string("n/a") : fmt("%.0f", s.watts));
+          joined(mhz, s.mhz, "%.0f"), joined(watts, s.watts, "%.0f"), joined(joules, s.joules, "%.3g");
+          if (c > 0) best_joules = std::fmin(best_joules, s.joules);  // fmin ignores a NaN
         }
+        j_ratio = best_joules / windows[0].joules;
       }
       const double cake_ms = ms[0], loop_ms = ms.size() > 1 ? ms[1] : NAN, grouped_ms = ms.size() > 2 ? ms[2] : NAN;
       const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
@@ -265,11 +277,12 @@ class Bench {
       auto tf = [&](double ms) { return std::isnan(ms) ? std::string("n/a") : fmt("%.0f", flop / ms / 1e9); };
       row.insert(row.end(), {fmt("%.3f", cake_ms), tf(cake_ms), tf(loop_ms), tf(grouped_ms),
                              std::isnan(ratio) ? "n/a" : fmt("%.3fx", ratio), check});
-      if (a_.sustained) row.insert(row.end(), {mhz, watts});
+      if (a_.sustained)
+        row.insert(row.end(), {mhz, watts, joules, std::isnan(j_ratio) ? "n/a" : fmt("%.3fx", j_ratio)});
       row.push_back(route);
       if (!std::isnan(ratio))
         results_.push_back({shape.name + " M=" + std::to_string(c.m) + " E=" + std::to_string(c.e) + " " + c.dist +
-                                " " + op, op, ratio, of_medians});
+                                " " + op, op, ratio, of_medians, j_ratio});
       ++routes_[op][route];
     } catch (const cake::Error& err) {
       failed_ = true;
@@ -323,6 +336,21 @@ class Bench {
       const auto worst = std::min_element(results_.begin(), results_.end(),
                                           [](const Result& x, const Result& y) { return x.ratio < y.ratio; });
       std::printf("  min row   %.3fx  (%s)\n", worst->ratio, worst->what.c_str());
+      if (a_.sustained) {  // energy: cake's joules a call against the lower-energy baseline's
+        double s = 0;
+        int n_j = 0, below = 0;
+        const Result* w = nullptr;
+        for (const auto& r : results_)
+          if (!std::isnan(r.joules_ratio)) {
+            s += std::log(r.joules_ratio), ++n_j, below += r.joules_ratio < 1.0;
+            if (!w || r.joules_ratio < w->joules_ratio) w = &r;
+          }
+        if (n_j > 0)
+          std::printf("  J_VS_BEST geomean %.3fx over %d rows, %d below 1.00x, min %.3fx (%s)\n", std::exp(s / n_j), n_j,
+                      below, w->joules_ratio, w->what.c_str());
+        else
+          std::printf("  J_VS_BEST: n/a (no energy reading)\n");
+      }
       if (!a_.sustained) {  // the older estimate, printed for comparison (docs/decisions.md)
         double s = 0;
         for (const auto& r : results_) s += std::log(r.ratio_of_medians);
@@ -399,20 +427,31 @@ int run_bench_grouped_gemm(const Args& a) {
   bench.print_header(drv.device(0).name);
   const int64_t max_m = *std::max_element(a.ms.begin(), a.ms.end());
   const int max_e = *std::max_element(a.es.begin(), a.es.end());
+  auto case_rows = [&](Buffers& b, const Shape& shape, const Case& c) {
+    CAKE_CU(cuStreamSynchronize(bench.timer().stream));  // nothing still reads offs
+    CAKE_CU(cuMemcpyHtoD(b.offs.get(), c.ends.data(), size_t(c.e) * 4));
+    CAKE_CU(cuCtxSynchronize());
+    bool go = true;
+    for (size_t oi = 0; oi < a.ops.size() && go; ++oi) go = bench.row(b, shape, c, a.ops[oi]);
+    return go;
+  };
   auto run_rows = [&] {
     bool go = true;
+    if (a.cases == "models") {
+      for (size_t i = 0; i < model_cases().size() && go; ++i) {
+        const ModelCase& mc = model_cases()[i];
+        Buffers b(mc.m, mc.e, mc.shape.n, mc.shape.k);
+        go = case_rows(b, mc.shape, make_case(mc.shape, mc.m, mc.e, "lognormal"));
+      }
+      return;
+    }
     for (size_t si = 0; si < a.shapes.size() && go; ++si) {
       const Shape shape = shape_by_name(a.shapes[si]);
       Buffers b(max_m, max_e, shape.n, shape.k);  // once per shape: every case uses a prefix
       for (size_t mi = 0; mi < a.ms.size() && go; ++mi)
         for (size_t ei = 0; ei < a.es.size() && go; ++ei)
-          for (size_t di = 0; di < a.dists.size() && go; ++di) {
-            const Case c = make_case(shape, a.ms[mi], a.es[ei], a.dists[di]);
-            CAKE_CU(cuStreamSynchronize(bench.timer().stream));  // nothing still reads offs
-            CAKE_CU(cuMemcpyHtoD(b.offs.get(), c.ends.data(), size_t(c.e) * 4));
-            CAKE_CU(cuCtxSynchronize());
-            for (size_t oi = 0; oi < a.ops.size() && go; ++oi) go = bench.row(b, shape, c, a.ops[oi]);
-          }
+          for (size_t di = 0; di < a.dists.size() && go; ++di)
+            go = case_rows(b, shape, make_case(shape, a.ms[mi], a.es[ei], a.dists[di]));
     }
   };
   try {
@@ -434,12 +473,16 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<Args>();
   auto* c = bench.add_subcommand("grouped_gemm",
                                  "Grouped GEMM fwd/dgrad/wgrad TFLOP/s against the cuBLAS loop and grouped batched GEMM");
-  c->add_option("--shape", a->shapes, "gate_up (N=4096, K=6144) and/or down (N=6144, K=2048); default both")
-      ->check(CLI::IsMember({"gate_up", "down"}));
-  c->add_option("--m", a->ms, "total rows M (default 112576 131072)")->check(CLI::PositiveNumber);
-  c->add_option("--e", a->es, "expert counts E (default 4 8 16 32)")->check(CLI::PositiveNumber);
-  c->add_option("--dist", a->dists, "group size distributions (default all four)")
-      ->check(CLI::IsMember({"balanced", "skewed", "one_empty", "lognormal"}));
+  auto* cases = c->add_option("--cases", a->cases,
+                              "grid (default: every --shape x --m x --e x --dist) or models (the expert GEMMs of seven "
+                              "open MoE models, lognormal routing: see the footer)")
+                    ->check(CLI::IsMember({"grid", "models"}));
+  auto* shape = c->add_option("--shape", a->shapes, "gate_up (N=4096, K=6144) and/or down (N=6144, K=2048); default both")
+                    ->check(CLI::IsMember({"gate_up", "down"}));
+  auto* m = c->add_option("--m", a->ms, "total rows M (default 112576 131072)")->check(CLI::PositiveNumber);
+  auto* e = c->add_option("--e", a->es, "expert counts E (default 4 8 16 32)")->check(CLI::PositiveNumber);
+  auto* dist = c->add_option("--dist", a->dists, "group size distributions (default all four)")
+                   ->check(CLI::IsMember({"balanced", "skewed", "one_empty", "lognormal"}));
   c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
   auto* reps = c->add_option("--reps", a->reps, "timed calls per contender and row; the median is reported (default 10)")
                    ->check(CLI::Range(1, 1000));
@@ -474,8 +517,17 @@ void add_bench_grouped_gemm(CLI::App& bench, int& exit_code) {
       ->needs(sustained);
   c->footer(
       "Group sizes: balanced (M/E each), skewed (group 0 has M/2, the rest split evenly), one_empty (group E/2 "
-      "empty, the rest split evenly), lognormal (sigma 1, fixed seed, rounded to sum to M).");
-  c->callback([&exit_code, a] { exit_code = run_bench_grouped_gemm(*a); });
+      "empty, the rest split evenly), lognormal (sigma 1, fixed seed, rounded to sum to M). --cases models (hidden, "
+      "expert intermediate size, experts a GPU holds, M): DeepSeek-V3/EP8 (7168, 2048, 32, 65536), Mixtral-8x7B "
+      "(4096, 14336, 8, 32768), Mixtral-8x22B (6144, 16384, 8, 32768), Qwen3-30B-A3B (2048, 768, 128, 65536), "
+      "Qwen3-235B/EP8 (4096, 1536, 16, 65536), DBRX (6144, 10752, 16, 65536), OLMoE-1B-7B (2048, 1024, 64, 65536); "
+      "gate_up: N = 2 x intermediate, K = hidden; down: N = hidden, K = intermediate.");
+  c->callback([&exit_code, a, cases, shape, m, e, dist] {
+    if (a->cases == "models")
+      for (const CLI::Option* o : {shape, m, e, dist})
+        if (o->count() > 0) throw UsageError(o->get_name() + " is for --cases grid: the models set has its own shapes, M and E");
+    exit_code = run_bench_grouped_gemm(*a);
+  });
 }
 
 }  // namespace cakec

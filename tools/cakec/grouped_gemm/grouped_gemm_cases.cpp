@@ -49,6 +49,29 @@ Shape shape_by_name(const std::string& name) {
 int64_t Case::min_size() const { return *std::min_element(sizes.begin(), sizes.end()); }
 int64_t Case::max_size() const { return *std::max_element(sizes.begin(), sizes.end()); }
 
+const std::vector<ModelCase>& model_cases() {
+  struct Model {
+    const char* name;
+    int64_t hidden, intermediate, e, m;
+  };
+  // Sizes from the models' configs; M: tokens a step times top-k, over the EP group.
+  static const Model models[] = {
+      {"DeepSeek-V3/EP8", 7168, 2048, 32, 65536},  {"Mixtral-8x7B", 4096, 14336, 8, 32768},
+      {"Mixtral-8x22B", 6144, 16384, 8, 32768},    {"Qwen3-30B-A3B", 2048, 768, 128, 65536},
+      {"Qwen3-235B/EP8", 4096, 1536, 16, 65536},   {"DBRX", 6144, 10752, 16, 65536},
+      {"OLMoE-1B-7B", 2048, 1024, 64, 65536},
+  };
+  static const std::vector<ModelCase> cases = [] {
+    std::vector<ModelCase> v;
+    for (const Model& md : models) {
+      v.push_back({{std::string(md.name) + " gate_up", 2 * md.intermediate, md.hidden}, md.m, md.e});
+      v.push_back({{std::string(md.name) + " down", md.hidden, md.intermediate}, md.m, md.e});
+    }
+    return v;
+  }();
+  return cases;
+}
+
 Case make_case(const Shape& shape, int64_t m, int64_t e, const std::string& dist) {
   Case c;
   c.m = m, c.e = e, c.n = shape.n, c.k = shape.k, c.dist = dist;

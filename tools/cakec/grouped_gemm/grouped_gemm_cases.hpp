@@ -17,6 +17,16 @@ struct Shape {
 };
 Shape shape_by_name(const std::string& name);  // gate_up (4096, 6144), down (6144, 2048)
 
+// `--cases models`: the expert GEMMs of open MoE models, the experts one GPU holds under the
+// expert parallelism named (EP8: 8 GPUs), lognormal routing. Per model two shapes, named
+// "<model> gate_up" (N = 2 x the expert's intermediate size, K = hidden) and "<model> down"
+// (N = hidden, K = intermediate), with the model's M (routed rows a step) and E.
+struct ModelCase {
+  Shape shape;
+  int64_t m, e;
+};
+const std::vector<ModelCase>& model_cases();
+
 struct Case {
   int64_t m = 0, e = 0, n = 0, k = 0;
   std::string dist;
