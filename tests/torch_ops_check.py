@@ -291,6 +291,19 @@ for shape in ((48, 2048), (64, 1024)):
     del xt
     gc.collect()
     check(alive() is None, f"the launch cache keeps no tensor of a call {shape} alive")
+# A bounded cache: the least recently used problem goes first, and comes back prepared anew.
+from cake.torch.calls import Calls  # noqa: E402
+small = Calls(max_problems=2)
+xs3 = [bf16(t, 512) for t in (8, 16, 24)]
+w512 = torch.randn(512, device=dev, dtype=torch.bfloat16)
+for xt in xs3 + [xs3[0]]:
+    small.run("rmsnorm.fwd", {"x": xt, "w": w512, "y": torch.empty_like(xt),
+                              "rstd": torch.empty(xt.shape[0], device=dev, dtype=torch.float32)}, eps=1e-6)
+check(len(small) == 2, f"Calls(max_problems=2) keeps 2 launches after 4 calls of 3 problems, has {len(small)}")
+y_small = torch.empty_like(xs3[1])
+small.run("rmsnorm.fwd", {"x": xs3[1], "w": w512, "y": y_small,
+                          "rstd": torch.empty(16, device=dev, dtype=torch.float32)}, eps=1e-6)
+check(torch.equal(y_small, ct.rms_norm(xs3[1], w512, 1e-6)), "an evicted problem runs again, same bits")
 xg, wg, og = bf16(64, 256), bf16(4, 256, 256), offsets([16, 16, 16, 16])
 rows = [("rms_norm [64, 1024]", host_us(lambda: ct.rms_norm(xs, ws, 1e-6)),
          host_us(lambda: F.rms_norm(xs, (1024,), ws, 1e-6))),

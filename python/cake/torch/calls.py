@@ -4,8 +4,11 @@ their tensors (checked, no plan lookup, no load) and launch it on torch's curren
 scratch, counters and workspace a launch needs come from torch's caching allocator at each
 call (external memory), in the order of the stream the call runs on, so torch sees and
 reuses them and one problem may run on several streams. Prepare before a CUDA graph capture
-(a warm-up step): capture may rebind and launch, not allocate.
+(a warm-up step): capture may rebind and launch, not allocate. At most `max_problems`
+launches are kept (the least recently used one goes first), so a job whose shapes keep
+changing (variable sequence lengths) does not grow without bound.
 torch.use_deterministic_algorithms(True) forces deterministic routes."""
+import collections
 import logging
 import threading
 
@@ -24,9 +27,12 @@ def _meta(t):
 
 
 class Calls:
-    def __init__(self, runtime=None):
+    def __init__(self, runtime=None, max_problems=1024):
+        if max_problems < 1:
+            raise ValueError(f"max_problems must be >= 1, got {max_problems}")
         self._runtime = runtime
-        self._launches = {}
+        self._max = max_problems
+        self._launches = collections.OrderedDict()  # least recently used first
         self._lock = threading.Lock()
         self._warned = False
 
@@ -57,6 +63,13 @@ class Calls:
                 launch = self.runtime.prepare(op, **dict(given), external_memory=True, **options)
                 bound = Rebinder(launch, dict(given))
                 self._launches[key] = bound
+                if len(self._launches) > self._max:
+                    # A launch owns no device memory (it comes from torch at each call) and
+                    # the runtime keeps the loaded kernels: dropping one while the GPU runs it
+                    # is safe, and a later call of its problem prepares it again.
+                    self._launches.popitem(last=False)
+            else:
+                self._launches.move_to_end(key)
             size = bound.memory_bytes
             memory = torch.empty(size, dtype=torch.uint8, device=device) if size else None
             bound.rebind([t for _, t in given], memory)
