@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 
 #include "error.hpp"
@@ -10,6 +11,13 @@
 namespace cake {
 
 using Type = JsonValue::Type;
+
+// Bytes a string copies as they are: not '"', '\\', a control character or a UTF-8 lead.
+constexpr auto kPlain = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x20; c < 0x80; ++c) t[c] = c != '"' && c != '\\';
+  return t;
+}();
 
 // Recursive descent over the text; containers gather their children's node indices on one
 // stack and move them to the document's index array when they close.
@@ -19,11 +27,12 @@ class JsonParser {
 
   void run() {
     if (t_.size() >= 3 && t_.substr(0, 3) == "\xEF\xBB\xBF") p_ = 3;
-    doc_.nodes_.reserve(t_.size() / 12 + 8);
-    doc_.kids_.reserve(t_.size() / 12 + 8);
-    doc_.strings_.reserve(t_.size() / 2);
+    doc_.nodes_.reserve(t_.size() / 7 + 8);  // a registry document has a node per 8-16 bytes
+    doc_.kids_.reserve(t_.size() / 7 + 8);
+    doc_.strings_.reserve(t_.size() + 64);
+    doc_.strings_.assign(t_);  // strings without escapes are slices of it
     skip_ws();
-    value(0, 0, 0);
+    value(0, 0);
     skip_ws();
     if (p_ != t_.size()) fail("unexpected content after the document");
   }
@@ -33,6 +42,7 @@ class JsonParser {
   size_t p_ = 0;
   JsonDoc& doc_;
   std::vector<uint32_t> stack_;
+  uint32_t pos_ = 0;  // the position of the next node among its parent's children
 
   [[noreturn]] void fail(const std::string& what) const { fail_at(p_, what); }
   [[noreturn]] void fail_at(size_t at, const std::string& what) const {
@@ -60,42 +70,43 @@ class JsonParser {
     while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\n' || t_[p_] == '\r' || t_[p_] == '\t')) ++p_;
   }
 
-  uint32_t add(Type type, uint32_t parent, uint32_t pos) {
+  // A node under `parent`, at position pos_ among its children (set by the container).
+  uint32_t add(Type type, uint32_t parent) {
     if (doc_.nodes_.size() >= UINT32_MAX) fail("document too large");
     JsonDoc::Node n;
     n.type = type;
     n.parent = parent;
-    n.pos = pos;
+    n.pos = pos_;
     doc_.nodes_.push_back(n);
     return uint32_t(doc_.nodes_.size() - 1);
   }
 
-  uint32_t value(int depth, uint32_t parent, uint32_t pos) {
+  uint32_t value(int depth, uint32_t parent) {
     switch (peek()) {
-      case '{': return container(Type::object, depth + 1, parent, pos);
-      case '[': return container(Type::array, depth + 1, parent, pos);
-      case '"': return string(parent, pos);
-      case 't': return literal("true", Type::boolean, true, parent, pos);
-      case 'f': return literal("false", Type::boolean, false, parent, pos);
-      case 'n': return literal("null", Type::null, false, parent, pos);
+      case '{': return container(Type::object, depth + 1, parent);
+      case '[': return container(Type::array, depth + 1, parent);
+      case '"': return string(parent);
+      case 't': return literal("true", Type::boolean, true, parent);
+      case 'f': return literal("false", Type::boolean, false, parent);
+      case 'n': return literal("null", Type::null, false, parent);
       default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number(parent, pos);
+        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number(parent);
         fail("expected a value, found " + describe_here());
     }
   }
 
-  uint32_t literal(std::string_view word, Type type, bool b, uint32_t parent, uint32_t pos) {
+  uint32_t literal(std::string_view word, Type type, bool b, uint32_t parent) {
     if (t_.substr(p_, word.size()) != word) fail("expected a value, found " + describe_here());
     p_ += word.size();
-    uint32_t n = add(type, parent, pos);
+    uint32_t n = add(type, parent);
     doc_.nodes_[n].b = b;
     return n;
   }
 
-  uint32_t container(Type type, int depth, uint32_t parent, uint32_t pos) {
+  uint32_t container(Type type, int depth, uint32_t parent) {
     if (depth > JsonDoc::kMaxDepth) fail("nested deeper than " + std::to_string(JsonDoc::kMaxDepth) + " levels");
     const size_t open = p_++;
-    const uint32_t self = add(type, parent, pos);
+    const uint32_t self = add(type, parent);
     const size_t base = stack_.size();
     const char close = type == Type::object ? '}' : ']';
     uint32_t count = 0;
@@ -106,13 +117,15 @@ class JsonParser {
       for (;;) {
         if (type == Type::object) {
           if (peek() != '"') fail("expected a member name (a string), found " + describe_here());
-          stack_.push_back(string(self, count));
+          pos_ = count;
+          stack_.push_back(string(self));
           skip_ws();
           if (peek() != ':') fail("expected ':' after a member name, found " + describe_here());
           ++p_;
           skip_ws();
         }
-        stack_.push_back(value(depth, self, count));
+        pos_ = count;
+        stack_.push_back(value(depth, self));
         ++count;
         skip_ws();
         if (peek() == ',') {
@@ -158,38 +171,58 @@ class JsonParser {
     if (dup != keys.end()) fail_at(open, "the object has member '" + std::string(*dup) + "' twice");
   }
 
-  uint32_t string(uint32_t parent, uint32_t pos) {
-    ++p_;  // the opening quote
-    std::string& out = doc_.strings_;
-    const size_t first = out.size();
-    for (;;) {
-      size_t run = p_;
-      while (run < t_.size()) {
-        const unsigned char c = t_[run];
-        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-        ++run;
-      }
-      out.append(t_.data() + p_, run - p_);
-      p_ = run;
+  // A string without escapes is a slice of the text's copy at the head of strings_ (same
+  // offsets); one with escapes is decoded onto its tail.
+  uint32_t string(uint32_t parent) {
+    const size_t start = ++p_;  // past the opening quote
+    size_t first = start;
+    for (;;) {  // plain bytes and valid UTF-8 up to the closing quote: nothing to copy
+      while (p_ < t_.size() && kPlain[static_cast<unsigned char>(t_[p_])]) ++p_;
       if (at_end()) fail("a string is not closed");
       const unsigned char c = t_[p_];
-      if (c == '"') {
-        ++p_;
-        break;
-      }
-      if (c == '\\') escape(out);
-      else if (c < 0x20) fail("a control character (" + describe_here() + ") in a string must be escaped");
-      else utf8_sequence(out);
+      if (c < 0x80) break;
+      p_ += utf8_length();
     }
-    if (out.size() - first > UINT32_MAX || out.size() > UINT32_MAX) fail("document too large");
-    uint32_t n = add(Type::string, parent, pos);
+    size_t end = p_;
+    if (t_[p_] == '"') {
+      ++p_;
+    } else {
+      std::string& out = doc_.strings_;
+      first = out.size();
+      out.append(t_.data() + start, p_ - start);
+      for (;;) {
+        size_t run = p_;
+        while (run < t_.size() && kPlain[static_cast<unsigned char>(t_[run])]) ++run;
+        out.append(t_.data() + p_, run - p_);
+        p_ = run;
+        if (at_end()) fail("a string is not closed");
+        const unsigned char c = t_[p_];
+        if (c == '"') {
+          ++p_;
+          break;
+        }
+        if (c == '\\') {
+          escape(out);
+        } else if (c < 0x20) {
+          fail("a control character (" + describe_here() + ") in a string must be escaped");
+        } else {
+          const int len = utf8_length();
+          out.append(t_.data() + p_, len);
+          p_ += len;
+        }
+      }
+      end = out.size();
+    }
+    if (end > UINT32_MAX) fail("document too large");
+    uint32_t n = add(Type::string, parent);
     doc_.nodes_[n].first = uint32_t(first);
-    doc_.nodes_[n].count = uint32_t(out.size() - first);
+    doc_.nodes_[n].count = uint32_t(end - first);
     return n;
   }
 
-  // One UTF-8 encoded code point (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
-  void utf8_sequence(std::string& out) {
+  // The length of the UTF-8 encoded code point at p_, checked (RFC 3629: no overlong forms,
+  // no surrogates, <= U+10FFFF).
+  int utf8_length() const {
     const unsigned char c = t_[p_];
     int len = 0;
     unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
@@ -207,8 +240,7 @@ class JsonParser {
       const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
       if (b < l || b > h) fail_at(p_ + k, "invalid UTF-8 in a string");
     }
-    out.append(t_.data() + p_, len);
-    p_ += len;
+    return len;
   }
 
   void escape(std::string& out) {
@@ -274,7 +306,7 @@ class JsonParser {
 
   bool digit() const { return p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9'; }
 
-  uint32_t number(uint32_t parent, uint32_t pos) {
+  uint32_t number(uint32_t parent) {
     const size_t start = p_;
     const bool negative = peek() == '-';
     if (negative) ++p_;
@@ -304,13 +336,13 @@ class JsonParser {
     if (integer) {
       int64_t i = 0;
       if (std::from_chars(b, e, i).ec == std::errc()) {
-        uint32_t n = add(Type::integer, parent, pos);
+        uint32_t n = add(Type::integer, parent);
         doc_.nodes_[n].i = i;
         return n;
       }
       uint64_t u = 0;
       if (!negative && std::from_chars(b, e, u).ec == std::errc()) {
-        uint32_t n = add(Type::integer, parent, pos);
+        uint32_t n = add(Type::integer, parent);
         doc_.nodes_[n].u = u;
         doc_.nodes_[n].is_unsigned = true;
         return n;
@@ -319,7 +351,7 @@ class JsonParser {
     double d = 0;
     if (std::from_chars(b, e, d).ec != std::errc())
       fail_at(start, "the number " + std::string(b, e) + " is out of a double's range");
-    uint32_t n = add(Type::number, parent, pos);
+    uint32_t n = add(Type::number, parent);
     doc_.nodes_[n].d = d;
     return n;
   }

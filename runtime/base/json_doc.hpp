@@ -89,7 +89,7 @@ class JsonDoc {
   std::string file_;
   std::vector<Node> nodes_;
   std::vector<uint32_t> kids_;  // an object's run alternates key node, value node
-  std::string strings_;
+  std::string strings_;         // the text, then the strings that had escapes, decoded
 };
 
 // The accessors are inline: a registry load makes tens of thousands of them.

@@ -36,11 +36,11 @@ JsonReader JsonReader::at(size_t i) const {
   return JsonReader(v_.element(i));
 }
 
-void JsonReader::allow_only(std::initializer_list<const char*> allowed) const {
+void JsonReader::allow_only(std::initializer_list<std::string_view> allowed) const {
   expect_object();
   for (size_t i = 0, n = v_.size(); i < n; ++i) {
     const std::string_view k = v_.key(i);
-    if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; }))
+    if (std::none_of(allowed.begin(), allowed.end(), [&](std::string_view a) { return k == a; }))
       fail("unknown member '" + std::string(k) + "'");
   }
 }

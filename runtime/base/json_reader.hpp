@@ -28,7 +28,7 @@ class JsonReader {
   void expect_object() const;
   void expect_array() const;
   // Members other than `allowed` are a typo, not an extension: reject them.
-  void allow_only(std::initializer_list<const char*> allowed) const;
+  void allow_only(std::initializer_list<std::string_view> allowed) const;
   // f(name, value) for each member of an object, in document order.
   template <class F>
   void each_member(F&& f) const {

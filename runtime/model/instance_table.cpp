@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <mutex>
-#include <regex>
 #include <set>
 
 #include "sha256.hpp"
@@ -49,14 +48,21 @@ std::vector<std::string> kernel_placeholders(const std::string& kernel) {
   return out;
 }
 
+namespace {
+// [a-z_][a-z0-9_]{0,31}: a dim name, as the kernels' {placeholders} spell them.
+bool dim_name(const std::string& k) {
+  if (k.empty() || k.size() > 32 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  return std::all_of(k.begin(), k.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+}
+}  // namespace
+
 void read_instance(const JsonReader& r, Program& p) {
-  static const std::regex dim_re("[a-z_][a-z0-9_]{0,31}");
   r.allow_only({"dims", "prebuild"});
   auto dims = r.at("dims");
   dims.expect_object();
   if (dims.size() == 0) dims.fail("a parametric program needs at least one dim");
   dims.each_member([&](const std::string& k, const JsonReader& d) {
-    if (!std::regex_match(k, dim_re)) d.fail("'" + k + "' is not a dim name (lowercase letters, digits, '_')");
+    if (!dim_name(k)) d.fail("'" + k + "' is not a dim name (lowercase letters, digits, '_')");
     d.allow_only({"range", "divisible"});
     InstanceDim idim;
     idim.dim = k;
@@ -89,7 +95,7 @@ void read_instance(const JsonReader& r, Program& p) {
   }
 }
 
-void check_instance_rules(const Program& p, const std::map<std::string, const Program*>& programs) {
+void check_instance_rules(const Program& p, const std::map<std::string_view, const Program*>& programs) {
   auto where = [&] { return p.origin.str(); };
   std::set<std::string> named;
   for (const auto& k : p.kernels)
@@ -117,7 +123,7 @@ void check_instance_rules(const Program& p, const std::map<std::string, const Pr
   const std::string prefix = p.name + ".";
   for (auto it = programs.lower_bound(prefix); it != programs.end() && it->first.rfind(prefix, 0) == 0; ++it)
     throw RegistryError(it->second->origin.str() + "/name",
-                        "'" + it->first + "' is in the names of program " + p.name + "'s instances");
+                        "'" + std::string(it->first) + "' is in the names of program " + p.name + "'s instances");
 }
 
 namespace {

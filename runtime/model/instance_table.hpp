@@ -8,6 +8,7 @@
 #include <memory>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 
 #include "json_reader.hpp"
 #include "registry.hpp"
@@ -32,7 +33,7 @@ void read_instance(const JsonReader& r, Program& p);
 // by name: a parametric program's kernels name each of its dims and no other, its params do
 // not set them, its prebuild values lie in its domain, and no declared program takes a name
 // of its instances; a program that is not parametric names no placeholder.
-void check_instance_rules(const Program& p, const std::map<std::string, const Program*>& programs);
+void check_instance_rules(const Program& p, const std::map<std::string_view, const Program*>& programs);
 
 class InstanceTable {
  public:

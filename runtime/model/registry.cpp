@@ -37,24 +37,34 @@ std::vector<RegistrySource> Registry::embedded_sources() {
 }
 
 std::shared_ptr<const Registry> Registry::load_default(const std::vector<std::string>& extra) {
-  auto sources = embedded_sources();
   std::vector<std::string> files = env::registry_paths();
   files.insert(files.end(), extra.begin(), extra.end());
-  for (const auto& f : files) sources.push_back({f, read_file_text(f)});
-  return from_sources(sources);
+  std::vector<std::string> texts;
+  texts.reserve(files.size());
+  for (const auto& f : files) texts.push_back(read_file_text(f));
+  std::vector<std::pair<std::string, std::string_view>> src;
+  for (const auto& f : embedded_registry()) src.emplace_back("<embedded>/" + std::string(f.name), f.content);
+  for (size_t i = 0; i < files.size(); ++i) src.emplace_back(files[i], texts[i]);
+  return from_texts(src);
 }
 
 std::shared_ptr<const Registry> Registry::from_sources(const std::vector<RegistrySource>& src) {
+  std::vector<std::pair<std::string, std::string_view>> texts;
+  for (const auto& s : src) texts.emplace_back(s.file, s.text);
+  return from_texts(texts);
+}
+
+std::shared_ptr<const Registry> Registry::from_texts(const std::vector<std::pair<std::string, std::string_view>>& src) {
   auto reg = std::shared_ptr<Registry>(new Registry());
-  for (const auto& s : src) reg->parse(s);
+  for (const auto& [file, text] : src) reg->parse(file, text);
   reg->index();
   reg->validate();
   return reg;
 }
 
-void Registry::parse(const RegistrySource& src) {
-  files_.push_back(src.file);
-  const auto doc = JsonDoc::parse(src.text, src.file);
+void Registry::parse(const std::string& file, std::string_view text) {
+  files_.push_back(file);
+  const auto doc = JsonDoc::parse(text, file);
   JsonReader root(doc->root());
   root.allow_only({"comment", "family", "programs", "routes", "builds"});
   std::string family = root.has("family") ? root.at("family").str() : "";
@@ -97,7 +107,7 @@ void Registry::parse(const RegistrySource& src) {
       }
       if (p.has("stand_in")) prog.stand_in = p.at("stand_in").str();
       if (p.has("instance")) read_instance(p.at("instance"), prog);
-      prog.origin = {src.file, p.path()};
+      prog.origin = {file, p.path()};
       programs_.push_back(std::move(prog));
     }
   }
@@ -119,7 +129,7 @@ void Registry::parse(const RegistrySource& src) {
       const std::string& h = build.source_hash;
       if (h.size() != 64 || !std::all_of(h.begin(), h.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); }))
         b.at("source_hash").fail("expected 64 lowercase hex digits (sha256)");
-      build.origin = {src.file, b.path()};
+      build.origin = {file, b.path()};
       builds_.push_back(std::move(build));
     }
   }
@@ -184,7 +194,7 @@ void Registry::parse(const RegistrySource& src) {
           if (cand.scratch.dims.empty()) sc.at("dims").fail("scratch needs at least one dim");
         }
         if (cr.has("note")) cand.note = cr.at("note").str();
-        cand.origin = {src.file, cr.path()};
+        cand.origin = {file, cr.path()};
         route.candidates.push_back(std::move(cand));
       }
       // A later file's candidates for an existing op go on top: user registries override.
@@ -205,22 +215,31 @@ void Registry::index() {
   program_index_.clear();
   build_index_.clear();
   route_index_.clear();
-  for (size_t i = 0; i < programs_.size(); ++i) program_index_.emplace(programs_[i].name, i);
-  for (size_t i = 0; i < builds_.size(); ++i) build_index_.emplace(builds_[i].key(), i);
+  for (size_t i = 0; i < programs_.size(); ++i) {
+    const Program& p = programs_[i];
+    auto [it, fresh] = program_index_.emplace(p.name, i);
+    if (!fresh)
+      throw RegistryError(p.origin.str(), "duplicate program name '" + p.name + "' (first defined at " +
+                                              programs_[it->second].origin.str() + ")");
+  }
+  for (size_t i = 0; i < builds_.size(); ++i) {
+    const Build& b = builds_[i];
+    auto [it, fresh] = build_index_.emplace(b.key(), i);
+    if (!fresh)
+      throw RegistryError(b.origin.str(), "duplicate build " + b.key() + " (first at " +
+                                              builds_[it->second].origin.str() + ")");
+  }
   for (size_t i = 0; i < routes_.size(); ++i) route_index_.emplace(routes_[i].op, i);
 }
 
 void Registry::validate() const {
-  std::map<std::string, const Program*> programs;
+  // Names are unique (index()); in name order here, for the instance-name prefix check.
+  std::map<std::string_view, const Program*> programs;
   for (const auto& p : programs_) {
-    auto [it, fresh] = programs.emplace(p.name, &p);
-    if (!fresh)
-      throw RegistryError(p.origin.str(), "duplicate program name '" + p.name +
-                                              "' (first defined at " + it->second->origin.str() + ")");
-    std::set<Arch> seen;
-    for (const auto& a : p.archs)
-      if (!seen.insert(a).second)
-        throw RegistryError(p.origin.str() + "/archs", "arch " + a.str() + " listed twice");
+    programs.emplace(p.name, &p);
+    for (size_t i = 1; i < p.archs.size(); ++i)
+      if (std::find(p.archs.begin(), p.archs.begin() + i, p.archs[i]) != p.archs.begin() + i)
+        throw RegistryError(p.origin.str() + "/archs", "arch " + p.archs[i].str() + " listed twice");
   }
 
   for (const auto& p : programs_) check_instance_rules(p, programs);
@@ -245,12 +264,7 @@ void Registry::validate() const {
         throw RegistryError(where, "stand-in '" + si.name + "' does not list arch " + a.str());
   }
 
-  std::map<std::string, const Build*> builds;
   for (const auto& b : builds_) {
-    auto [it, fresh] = builds.emplace(b.key(), &b);
-    if (!fresh)
-      throw RegistryError(b.origin.str(), "duplicate build " + b.key() + " (first at " +
-                                              it->second->origin.str() + ")");
     auto p = programs.find(b.program);
     if (p == programs.end())
       throw RegistryError(b.origin.str() + "/program", "build for unknown program '" + b.program + "'");
@@ -259,11 +273,16 @@ void Registry::validate() const {
       throw RegistryError(b.origin.str() + "/arch", "program '" + b.program +
                                                         "' does not list arch " + b.arch.str());
   }
-  for (const auto& p : programs_)
-    for (const auto& a : p.archs)
-      if (!builds.count(p.name + "@" + a.str()))
-        throw RegistryError(p.origin.str(), "missing build for program '" + p.name + "' on " +
-                                                a.str() + " (no build.json entry)");
+  // Every build names a listed (program, arch) and none is given twice: as many builds as
+  // (program, arch) pairs means each pair has one.
+  size_t pairs = 0;
+  for (const auto& p : programs_) pairs += p.archs.size();
+  if (pairs != builds_.size())
+    for (const auto& p : programs_)
+      for (const auto& a : p.archs)
+        if (!build_index_.count(p.name + "@" + a.str()))
+          throw RegistryError(p.origin.str(), "missing build for program '" + p.name + "' on " +
+                                                  a.str() + " (no build.json entry)");
 
   for (const auto& r : routes_) {
     std::set<std::string> names;

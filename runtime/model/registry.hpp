@@ -177,9 +177,11 @@ class Registry {
   const std::vector<std::string>& files() const { return files_; }
 
  private:
-  void parse(const RegistrySource& src);
+  // One document; `text` outlives the call only (the embedded ones are never copied).
+  void parse(const std::string& file, std::string_view text);
+  static std::shared_ptr<const Registry> from_texts(const std::vector<std::pair<std::string, std::string_view>>& src);
   void validate() const;
-  void index();
+  void index();  // also refuses a program or build given twice
 
   std::vector<Program> programs_;
   std::vector<Build> builds_;
