@@ -293,6 +293,11 @@ for shape in ((48, 2048), (64, 1024)):
     check(alive() is None, f"the launch cache keeps no tensor of a call {shape} alive")
 # A bounded cache: the least recently used problem goes first, and comes back prepared anew.
 from cake.torch.calls import Calls  # noqa: E402
+try:
+    Calls(max_problems=0)
+    check(False, "Calls(max_problems=0): no error")
+except ValueError as e:
+    check("max_problems" in str(e), f"Calls(max_problems=0): {e}")
 small = Calls(max_problems=2)
 xs3 = [bf16(t, 512) for t in (8, 16, 24)]
 w512 = torch.randn(512, device=dev, dtype=torch.bfloat16)

@@ -377,12 +377,6 @@ const char* JsonValue::type_name() const {
   return "?";
 }
 
-double JsonValue::number() const {
-  const auto& n = doc_->nodes_[node_];
-  if (n.type == Type::number) return n.d;
-  return n.is_unsigned ? double(n.u) : double(n.i);
-}
-
 void JsonValue::append_pointer(std::string& out) const {
   if (node_ == 0) return;
   const auto& n = doc_->nodes_[node_];

@@ -42,7 +42,6 @@ class JsonValue {
   inline bool is_unsigned_only() const;  // a positive integer above INT64_MAX
   inline int64_t int64() const;
   inline uint64_t uint64() const;
-  double number() const;  // an integer or a number, as a double
 
   const JsonDoc& doc() const { return *doc_; }
   // The RFC 6901 pointer of this value in its document ("" for the root).
