@@ -5,111 +5,30 @@
 // a first call compiles only the kernel it runs (a cold NVRTC compile is per program). Tile
 // shapes live in "params" and in the program names, so tuning adds programs and windows here.
 // Launch geometry (threads, smem, kind) comes from "params" too (the binder reads it), computed
-// by the contract the kernels share (grouped_gemm_contract.h); "smem" also lets the planner pass
+// by the contract the kernels share (gemm_contract.h); "smem" also lets the planner pass
 // over a program that needs more shared memory than the device allows.
 #include "family.hpp"
-#include "grouped_gemm_contract.h"
+#include "gemm_programs.hpp"
 
 namespace cake::codegen {
 namespace {
 
 using nlohmann::json;
+using namespace gemm_programs;
 
-struct OpSpec {
-  const char* name;  // fwd, dgrad, wgrad
-  int index;         // the templates' kOp (gg::kOpFwd, ...)
-  const char* a;     // call arguments of the kernel's operands
+struct OpSpec : GemmOp {
+  const char* a;  // call arguments of the kernel's operands
   const char* b;
   const char* out;
 };
-const OpSpec kOps[] = {{"fwd", gg::kOpFwd, "x", "w", "y"},
-                       {"dgrad", gg::kOpDgrad, "g", "w", "dx"},
-                       {"wgrad", gg::kOpWgrad, "g", "x", "dw"}};
+const OpSpec kOps[] = {{{"fwd", gemm::kOpFwd}, "x", "w", "y"},
+                       {{"dgrad", gemm::kOpDgrad}, "g", "w", "dx"},
+                       {{"wgrad", gemm::kOpWgrad}, "g", "x", "dw"}};
 
 // The (out dtype, accumulate) kinds of each op: a program (and a route) each.
 std::vector<std::pair<std::string, bool>> out_kinds(const OpSpec& op) {
-  if (op.index != gg::kOpWgrad) return {{"bf16", false}};
+  if (op.index != gemm::kOpWgrad) return {{"bf16", false}};
   return {{"bf16", false}, {"f32", false}, {"f32", true}};
-}
-
-std::string ctype(const std::string& t) { return t == "bf16" ? "cake::bf16" : "float"; }
-const char* cbool(bool b) { return b ? "true" : "false"; }
-
-// Hopper: 128 x 256 tiles, 4 stages, raster bands of 16 row blocks, clusters of 1 with the
-// dynamic tile schedule (the measured choices: docs/decisions.md); a producer warpgroup and
-// two consumer warpgroups.
-struct Sm90Tile {
-  int bm = 128, bn = 256, stages = 4, raster = 16, cluster = 1;
-  int threads() const { return gg::kSm90Threads; }
-  int smem() const { return gg::sm90_smem_bytes(bm, bn, stages); }
-  std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
-};
-
-// Portable: 128 x 128 x 32 tiles, 4 stages, 2 x 2 warps (64 x 64 per warp: 2x4 reads shared
-// memory ~1.4x more per mma; docs/decisions.md, portable tile).
-struct PortableTile {
-  int bm = 128, bn = 128, bk = 32, stages = 4, warps_m = 2, warps_n = 2;
-  int threads() const { return warps_m * warps_n * 32; }
-  int smem() const { return gg::portable_smem_bytes(bm, bn, bk, stages); }
-  std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
-};
-
-json kernel_list(const std::string& out, bool acc) {
-  return json::array({{{"out", out}, {"accumulate", acc}}});
-}
-
-// wgrad program names carry the out dtype (and accumulate); fwd and dgrad have one.
-std::string kind_tag(const OpSpec& op, const std::string& out, bool acc) {
-  return op.index == gg::kOpWgrad ? "_" + out + (acc ? "_acc" : "") : "";
-}
-
-// `compact`: the template's kCompact: the same bits from a kernel that compiles faster and runs
-// slower; it is the program's stand-in.
-ProgramSpec sm90_program(const OpSpec& op, const Sm90Tile& t, const std::string& out, bool acc,
-                         bool compact = false) {
-  ProgramSpec p;
-  p.name = std::string("gg_sm90_") + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "_s" +
-           std::to_string(t.stages) + "_r" + std::to_string(t.raster) + "_c" + std::to_string(t.cluster);
-  p.templ = "sm90_grouped_gemm.cuh";
-  p.archs = {"sm_90a"};
-  p.min_cuda = "12.3";  // wgmma, setmaxnreg and TMA through NVRTC
-  p.kernels.push_back("cake::gg::sm90_grouped_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
-                      cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-                      std::to_string(t.stages) + ", " + std::to_string(t.raster) + ", " +
-                      std::to_string(t.cluster) + (compact ? ", true" : "") + ">");
-  if (compact) p.name += "_compact";
-  p.params = {{"kind", "sm90"},         {"op", op.name},        {"tile_m", t.bm},
-              {"tile_n", t.bn},         {"stages", t.stages},   {"raster", t.raster},
-              {"cluster", t.cluster},   {"threads", t.threads()}, {"smem", t.smem()},
-              {"kernels", kernel_list(out, acc)}};
-  // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
-  // walk round-robin and need none. The last wave's tiles split along the reduction
-  // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; docs/decisions.md,
-  // tail split): the flags after the counters and an FP32 tile of workspace per SM.
-  if (t.cluster == 1) {
-    p.params["counters"] = gg::kCounterInts;
-    p.params["workspace_per_sm"] = t.bm * t.bn * 4;
-  }
-  return p;
-}
-
-ProgramSpec portable_program(const OpSpec& op, const PortableTile& t, const std::string& out, bool acc) {
-  ProgramSpec p;
-  p.name = std::string("gg_portable_") + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "x" +
-           std::to_string(t.bk) + "_s" + std::to_string(t.stages) + "_w" + std::to_string(t.warps_m) + "x" +
-           std::to_string(t.warps_n);
-  p.templ = "smxx_grouped_gemm.cuh";
-  p.archs = kPortableArchs;
-  p.min_cuda = "12.0";
-  p.kernels.push_back("cake::gg::portable_grouped_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
-                      cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-                      std::to_string(t.bk) + ", " + std::to_string(t.stages) + ", " +
-                      std::to_string(t.warps_m) + ", " + std::to_string(t.warps_n) + ">");
-  p.params = {{"kind", "portable"},     {"op", op.name},          {"tile_m", t.bm},
-              {"tile_n", t.bn},         {"tile_k", t.bk},         {"stages", t.stages},
-              {"warps_m", t.warps_m},   {"warps_n", t.warps_n},   {"threads", t.threads()},
-              {"smem", t.smem()},       {"kernels", kernel_list(out, acc)}};
-  return p;
 }
 
 // Every tensor's dtype, N and K multiples of 8, 16-byte aligned operands (the ops reject
@@ -133,23 +52,25 @@ json gemm_stage(const std::string& program, const OpSpec& op, const std::string&
 FamilySpec family_spec_grouped_gemm() {
   FamilySpec f;
   f.name = "grouped_gemm";
+  // Hopper: 128 x 256 tiles, 4 stages, raster bands of 16 row blocks, clusters of 1 with the
+  // dynamic tile schedule; portable 128 x 128 x 32 (the measured choices: docs/decisions.md).
   const Sm90Tile sm90;
   const PortableTile portable;
   for (const OpSpec& op : kOps) {
     json candidates = json::array();
     for (const auto& [out, acc] : out_kinds(op)) {
-      ProgramSpec hp = sm90_program(op, sm90, out, acc);
-      const ProgramSpec pp = portable_program(op, portable, out, acc);
+      ProgramSpec hp = sm90_program("gg", op, sm90, out, acc);
+      const ProgramSpec pp = portable_program("gg", op, portable, out, acc);
       // A cold compile of an sm90 program takes about 1 s on a slow host CPU; its compact
       // stand-in (the epilogue k blocks rolled, for wgrad the epilogue not overlapped; same
       // bits) compiles faster and serves a first call meanwhile (docs/decisions.md, stand-ins).
-      const ProgramSpec compact = sm90_program(op, sm90, out, acc, true);
+      const ProgramSpec compact = sm90_program("gg", op, sm90, out, acc, true);
       hp.stand_in = compact.name;
       f.programs.push_back(compact);
       f.programs.push_back(hp);
       f.programs.push_back(pp);
       // wgrad names carry the out dtype (and accumulate); fwd and dgrad have one.
-      std::string prefix = std::string(op.name) + (op.index == gg::kOpWgrad ? (acc ? "_acc_" : "_") + out : "") +
+      std::string prefix = std::string(op.name) + (op.index == gemm::kOpWgrad ? (acc ? "_acc_" : "_") + out : "") +
                            (acc ? "_fused" : "");
       json hopper = {{"name", prefix + "_sm90_" + sm90.tag()},
                      {"stages", {gemm_stage(hp.name, op, op.out)}},
@@ -163,7 +84,7 @@ FamilySpec family_spec_grouped_gemm() {
       candidates.push_back(hopper);
       candidates.push_back(port);
     }
-    if (op.index == gg::kOpWgrad) {
+    if (op.index == gemm::kOpWgrad) {
       // Composed accumulate: dW into a scratch of dw's dtype (the non-accumulating kernel,
       // which writes zeros for empty groups), then dw = dw + scratch. For f32 this is
       // bitwise the fused result; it serves when no fused candidate can. bf16 accumulates
@@ -172,8 +93,8 @@ FamilySpec family_spec_grouped_gemm() {
       for (const std::string out : {"f32", "bf16"}) {
         const std::string add = out == "bf16" ? "ew_add_bf16_v8" : "ew_add_f32_v4";
         for (const auto& [tag, prog, arch] :
-             {std::tuple{"sm90", sm90_program(op, sm90, out, false).name, "sm_90a"},
-              std::tuple{"portable", portable_program(op, portable, out, false).name, "sm_80+"}}) {
+             {std::tuple{"sm90", sm90_program("gg", op, sm90, out, false).name, "sm_90a"},
+              std::tuple{"portable", portable_program("gg", op, portable, out, false).name, "sm_80+"}}) {
           candidates.push_back(
               {{"name", "wgrad_acc_" + out + "_composed_" + tag},
                {"stages",

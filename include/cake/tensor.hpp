@@ -28,7 +28,7 @@ struct TensorView {
 // non-null pointer when it holds elements.
 TensorView view(const DLTensor& t, const std::string& name);
 
-void require_dtype(const TensorView& t, std::initializer_list<DType> allowed);
+void require_dtype(const TensorView& t, const std::vector<DType>& allowed);
 void require_contiguous(const TensorView& t);
 void require_same_device(const TensorView& a, const TensorView& b);
 void require_same_numel(const TensorView& a, const TensorView& b);

@@ -73,7 +73,7 @@ TensorView view(const DLTensor& t, const std::string& name) {
   return v;
 }
 
-void require_dtype(const TensorView& t, std::initializer_list<DType> allowed) {
+void require_dtype(const TensorView& t, const std::vector<DType>& allowed) {
   std::string list;
   for (DType d : allowed) {
     if (d == t.dtype) return;

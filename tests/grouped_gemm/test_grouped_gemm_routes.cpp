@@ -4,7 +4,7 @@
 // argument struct the sm90 programs take (three 64-byte aligned TMA descriptors).
 #include <gtest/gtest.h>
 
-#include "grouped_gemm_contract.h"
+#include "gemm_contract.h"
 
 #include <cstddef>
 
@@ -238,22 +238,22 @@ TEST_F(GroupedGemmRoutes, CliPlanCandidateAndSmem) {
   EXPECT_NE(r.out.find("--max-smem: must be >= 0"), std::string::npos) << r.out;
 }
 
-// The sm90 kernel takes one Sm90Args (grouped_gemm_contract.h) holding three 64-byte aligned
+// The sm90 kernel takes one Sm90Args (gemm_contract.h) holding three 64-byte aligned
 // TMA descriptors: ArgPack must keep it whole at a 64-byte aligned address. (Nvrtc.
 // EveryBuildCompiles checks the compiled kernels' parameter lists against the same struct.)
 TEST(ArgPackLayout, KeepsTheArgumentStructAligned) {
-  gg::Sm90Args k{};
+  gemm::Sm90Args k{};
   k.a.words[0] = 0x1111, k.b.words[15] = 0x2222, k.out_map.words[7] = 0x3333;
   k.n = 4096;
   k.split_ctas = 132;
   ArgPack pack;
   pack.add(k);
   EXPECT_EQ(pack.offsets(), std::vector<size_t>{0});
-  EXPECT_EQ(pack.size(), sizeof(gg::Sm90Args));
+  EXPECT_EQ(pack.size(), sizeof(gemm::Sm90Args));
   auto ptrs = pack.pointers();
   ASSERT_EQ(ptrs.size(), 1u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(ptrs[0]) % 64, 0u);
-  const auto* got = static_cast<const gg::Sm90Args*>(ptrs[0]);
+  const auto* got = static_cast<const gemm::Sm90Args*>(ptrs[0]);
   EXPECT_EQ(got->a.words[0], 0x1111u);
   EXPECT_EQ(got->b.words[15], 0x2222u);
   EXPECT_EQ(got->out_map.words[7], 0x3333u);

@@ -1,7 +1,8 @@
-// Hopper (sm_90a) MoE grouped GEMM for the grouped_gemm family: fwd Y_e = X_e W_e^T,
+// Hopper (sm_90a) grouped GEMM (MoE experts; one group: a dense GEMM): fwd Y_e = X_e W_e^T,
 // dgrad dX_e = G_e W_e, wgrad dW_e = G_e^T X_e (BF16 in, FP32 accumulate, BF16 or FP32 out,
 // optionally out += dW). Groups come from device offsets and are only read here, so the grid
-// never depends on them: a persistent grid walks the tiles of all groups.
+// never depends on them: a persistent grid walks the tiles of all groups. Null offsets: E
+// groups of m / E rows (gemm_contract.h).
 //
 // One CTA per SM, three warpgroups: warpgroup 0 produces (one thread issues TMA loads into a
 // kStages-deep shared-memory ring; full/empty mbarriers per stage), warpgroups 1 and 2 each
@@ -49,17 +50,17 @@
 // stored (fwd, dgrad); in wgrad they would enter the reduction, so the consumers zero those
 // rows of the last K block in shared memory before the wgmma reads it.
 //
-// Host contract (grouped_gemm_contract.h: Sm90Args, sm90_smem_bytes, the counters): block
+// Host contract (gemm_contract.h: Sm90Args, sm90_smem_bytes, the counters): block
 // kSm90Threads, grid a multiple of kCluster (one CTA per SM), bf16 maps with 128-byte swizzle:
 //   fwd:   A = x {K, M} box {64, 128};  B = w {K, N, E} box {64, kBN / kCluster, 1};  out y {N, M}
 //   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
 //   wgrad: A = g {N, M} box {64, 64};   B = x {K, M} box {64, 64};                    out dw {K, N, E}
 //   out boxes {128 / sizeof(OutT), 64 (, 1)} in out's dtype.
 #pragma once
-#include "grouped_gemm_contract.h"
+#include "gemm_contract.h"
 #include "smxx_types.cuh"
 
-namespace cake::gg {
+namespace cake::gemm {
 
 namespace sm90 {
 
@@ -280,6 +281,11 @@ struct Scheduler {
   int split_first = 0, split_tiles = 0, parts = 1;  // the tail split (plan_split, plan_split_rows)
 
   __device__ void bounds(int e, int& start, int& end) const {
+    if (offs == nullptr) {  // uniform groups
+      const int rows = m / groups;
+      start = e * rows, end = start + rows;
+      return;
+    }
     start = e == 0 ? 0 : clamp_row(__ldg(offs + e - 1), 0, m);
     end = clamp_row(__ldg(offs + e), start, m);
   }
@@ -440,7 +446,7 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
 template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster,
           bool kCompact = false>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads, 1)
-    sm90_grouped_gemm(const __grid_constant__ Sm90Args args) {
+    sm90_gemm(const __grid_constant__ Sm90Args args) {
   using namespace sm90;
   // The maps stay in parameter space (TMA takes their addresses there).
   const TmaDesc &tma_a = args.a, &tma_b = args.b, &tma_out = args.out_map;
@@ -967,4 +973,4 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   }
 }
 
-}  // namespace cake::gg
+}  // namespace cake::gemm

@@ -1,8 +1,10 @@
-// Portable MoE grouped GEMM (sm_80+): mma.sync m16n8k16 bf16 -> fp32, ldmatrix, and a
-// kStages-deep cp.async shared-memory pipeline. The fallback for parts without wgmma.
+// Portable grouped GEMM (sm_80+; MoE experts, or one group: a dense GEMM): mma.sync m16n8k16
+// bf16 -> fp32, ldmatrix, and a kStages-deep cp.async shared-memory pipeline. The fallback for
+// parts without wgmma.
 //
 // Semantics (torch._grouped_mm with device offsets). Everything row-major and contiguous.
-// offs[E] holds the cumulative group ends; group e is rows offs[e-1] .. offs[e]-1 (offs[-1] = 0).
+// offs[E] holds the cumulative group ends; group e is rows offs[e-1] .. offs[e]-1 (offs[-1] = 0);
+// null offs: E groups of M / E rows each.
 //   kOp 0 fwd:   a = X [M, K], b = W [E, N, K], out = Y  [M, N]:     Y_e  = X_e W_e^T
 //   kOp 1 dgrad: a = G [M, N], b = W [E, N, K], out = dX [M, K]:     dX_e = G_e W_e
 //   kOp 2 wgrad: a = G [M, N], b = X [M, K],    out = dW [E, N, K]:  dW_e = G_e^T X_e
@@ -39,7 +41,7 @@
 // Contract (the host checks it): K % 8 == 0, N % 8 == 0, a, b, out 16-byte aligned, M, N, K,
 // E >= 1, offs non-decreasing with offs[E-1] <= M (out-of-range offsets are clamped, never
 // followed). Block: kWarpsM * kWarpsN * 32 threads; dynamic shared memory:
-// portable_smem_bytes (grouped_gemm_contract.h; above 48 KB the host raises the function's limit);
+// portable_smem_bytes (gemm_contract.h; above 48 KB the host raises the function's limit);
 // grid: SMs x occupancy (any grid is correct, the bits do not depend on it).
 //
 // Tiles. kBM, kBN multiples of 64, kBK 32 or 64, warp tile (kBM / kWarpsM) x (kBN / kWarpsN)
@@ -50,10 +52,10 @@
 // 404 / 406 / 366. 2 x 4 warps (64 x 32 warp tiles) reads shared memory ~1.4x more per mma
 // and ran at ~340; 128 x 256 at one CTA per SM ~300-320.
 #pragma once
-#include "grouped_gemm_contract.h"
+#include "gemm_contract.h"
 #include "smxx_types.cuh"
 
-namespace cake::gg {
+namespace cake::gemm {
 
 namespace detail {
 
@@ -214,7 +216,7 @@ template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kBK, i
 __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
                                   detail::min_blocks(kWarpsM * kWarpsN * 32,
                                                      kBM * kBN / (kWarpsM * kWarpsN * 32)))
-    portable_grouped_gemm(const PortableArgs args) {
+    portable_gemm(const PortableArgs args) {
   using namespace detail;
   const bf16* __restrict__ const a = static_cast<const bf16*>(args.a);
   const bf16* __restrict__ const b = static_cast<const bf16*>(args.b);
@@ -234,8 +236,8 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
   using LB = TileLoader<kBOC, kBN, kBK, kThreads>;
   constexpr int kBand = 8;  // m blocks per raster band
 
-  extern __shared__ __align__(128) unsigned char cake_gg_smem[];
-  const unsigned smem_a = smem_u32(cake_gg_smem);
+  extern __shared__ __align__(128) unsigned char cake_gemm_smem[];
+  const unsigned smem_a = smem_u32(cake_gemm_smem);
   const unsigned smem_b = smem_a + kStages * LA::kStageBytes;
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -287,7 +289,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
     while (tile >= t_end && e < num_groups) {
       if (++e >= num_groups) break;
       g0 = g1;
-      g1 = imin(imax(offs[e], g0), m);
+      g1 = offs == nullptr ? (e + 1) * (m / num_groups) : imin(imax(offs[e], g0), m);
       t_begin = t_end;
       t_end += tiles_of(g1 - g0);
     }
@@ -414,4 +416,4 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
   }
 }
 
-}  // namespace cake::gg
+}  // namespace cake::gemm

@@ -1,13 +1,17 @@
-// The grouped GEMM's host/device contract: the kernels' argument structs, the op encoding,
-// the sm90 programs' shared memory, counters and tail-split workspace. Included by the
-// templates (sm90_grouped_gemm.cuh, smxx_grouped_gemm.cuh), the codegen spec (launch
-// geometry in the registry) and the binder (runtime/ops/grouped_gemm/).
+// The BF16 GEMM kernels' host/device contract: the argument structs, the op encoding, the
+// sm90 programs' shared memory, counters and tail-split workspace. The kernels
+// (sm90_gemm.cuh, smxx_gemm.cuh) compute a GEMM over groups of rows; the families that
+// serve GEMMs include this from their codegen spec (launch geometry in the registry) and
+// their binder (through runtime/ops/gemm_kernels.hpp).
 #pragma once
 #include "contract_base.h"
 
-namespace cake::gg {
+namespace cake::gemm {
 
 // The templates' kOp: Y = X W^T, dX = G W, dW = G^T X.
+// Groups: `offs` [E] holds the cumulative group ends (device memory, read by the kernels
+// only); null `offs` means E groups of m / E rows each (a dense GEMM: E = 1; a batch of
+// contiguous heads: E = the batch).
 constexpr int kOpFwd = 0, kOpDgrad = 1, kOpWgrad = 2;
 
 // A CUtensorMap, passed by value inside the __grid_constant__ argument struct: the TMA
@@ -72,4 +76,4 @@ CAKE_CONTRACT_SIZE(PortableArgs, 48);
 CAKE_CONTRACT_FIELD(PortableArgs, offs, 24);
 CAKE_CONTRACT_FIELD(PortableArgs, k, 44);
 
-}  // namespace cake::gg
+}  // namespace cake::gemm

@@ -1,0 +1,98 @@
+// Programs over the BF16 GEMM kernels of templates/common/ (sm90_gemm.cuh, smxx_gemm.cuh), for
+// every family whose ops are GEMMs: the tile shapes, the kernel name expressions and the launch
+// geometry in "params" (computed by gemm_contract.h, read by runtime/ops/gemm_kernels.hpp).
+// A family names its programs with its own prefix and lays its routes over them.
+#pragma once
+#include <string>
+
+#include "family.hpp"
+#include "gemm_contract.h"
+
+namespace cake::codegen::gemm_programs {
+
+// Hopper: 128-row tiles (two consumer warpgroups of 64 rows), kBN of 128, 192 or 256, a stage
+// ring, raster bands of row blocks, clusters of 1 (dynamic tile schedule) or 2.
+struct Sm90Tile {
+  int bm = 128, bn = 256, stages = 4, raster = 16, cluster = 1;
+  int threads() const { return gemm::kSm90Threads; }
+  int smem() const { return gemm::sm90_smem_bytes(bm, bn, stages); }
+  std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
+};
+
+// Portable: 128 x 128 x 32 tiles, 4 stages, 2 x 2 warps (64 x 64 per warp: 2x4 reads shared
+// memory ~1.4x more per mma; docs/decisions.md, portable tile).
+struct PortableTile {
+  int bm = 128, bn = 128, bk = 32, stages = 4, warps_m = 2, warps_n = 2;
+  int threads() const { return warps_m * warps_n * 32; }
+  int smem() const { return gemm::portable_smem_bytes(bm, bn, bk, stages); }
+  std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
+};
+
+// One op of a GEMM family: its name and the kernels' kOp.
+struct GemmOp {
+  const char* name;  // fwd, dgrad, wgrad
+  int index;         // gemm::kOpFwd, ...
+};
+
+inline std::string ctype(const std::string& t) { return t == "bf16" ? "cake::bf16" : "float"; }
+inline const char* cbool(bool b) { return b ? "true" : "false"; }
+
+inline nlohmann::json kernel_list(const std::string& out, bool acc) {
+  return nlohmann::json::array({{{"out", out}, {"accumulate", acc}}});
+}
+
+// wgrad program names carry the out dtype (and accumulate); fwd and dgrad have one.
+inline std::string kind_tag(const GemmOp& op, const std::string& out, bool acc) {
+  return op.index == gemm::kOpWgrad ? "_" + out + (acc ? "_acc" : "") : "";
+}
+
+// `prefix`: the family's program prefix. `compact`: the template's kCompact, the same bits from
+// a kernel that compiles faster and runs slower; it is the program's stand-in.
+inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, const Sm90Tile& t,
+                                const std::string& out, bool acc, bool compact = false) {
+  ProgramSpec p;
+  p.name = prefix + "_sm90_" + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "_s" + std::to_string(t.stages) +
+           "_r" + std::to_string(t.raster) + "_c" + std::to_string(t.cluster);
+  p.templ = "sm90_gemm.cuh";
+  p.archs = {"sm_90a"};
+  p.min_cuda = "12.3";  // wgmma, setmaxnreg and TMA through NVRTC
+  p.kernels.push_back("cake::gemm::sm90_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " + cbool(acc) +
+                      ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.stages) +
+                      ", " + std::to_string(t.raster) + ", " + std::to_string(t.cluster) +
+                      (compact ? ", true" : "") + ">");
+  if (compact) p.name += "_compact";
+  p.params = {{"kind", "sm90"},       {"op", op.name},          {"tile_m", t.bm},
+              {"tile_n", t.bn},       {"stages", t.stages},     {"raster", t.raster},
+              {"cluster", t.cluster}, {"threads", t.threads()}, {"smem", t.smem()},
+              {"kernels", kernel_list(out, acc)}};
+  // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
+  // walk round-robin and need none. The last wave's tiles split along the reduction
+  // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; docs/decisions.md,
+  // tail split): the flags after the counters and an FP32 tile of workspace per SM.
+  if (t.cluster == 1) {
+    p.params["counters"] = gemm::kCounterInts;
+    p.params["workspace_per_sm"] = t.bm * t.bn * 4;
+  }
+  return p;
+}
+
+inline ProgramSpec portable_program(const std::string& prefix, const GemmOp& op, const PortableTile& t,
+                                    const std::string& out, bool acc) {
+  ProgramSpec p;
+  p.name = prefix + "_portable_" + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "x" + std::to_string(t.bk) +
+           "_s" + std::to_string(t.stages) + "_w" + std::to_string(t.warps_m) + "x" + std::to_string(t.warps_n);
+  p.templ = "smxx_gemm.cuh";
+  p.archs = kPortableArchs;
+  p.min_cuda = "12.0";
+  p.kernels.push_back("cake::gemm::portable_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " +
+                      cbool(acc) + ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+                      std::to_string(t.bk) + ", " + std::to_string(t.stages) + ", " + std::to_string(t.warps_m) +
+                      ", " + std::to_string(t.warps_n) + ">");
+  p.params = {{"kind", "portable"},   {"op", op.name},        {"tile_m", t.bm},
+              {"tile_n", t.bn},       {"tile_k", t.bk},       {"stages", t.stages},
+              {"warps_m", t.warps_m}, {"warps_n", t.warps_n}, {"threads", t.threads()},
+              {"smem", t.smem()},     {"kernels", kernel_list(out, acc)}};
+  return p;
+}
+
+}  // namespace cake::codegen::gemm_programs

@@ -1,0 +1,200 @@
+// The GEMM kernels' binder (gemm_kernels.hpp).
+#include "gemm_kernels.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "driver.hpp"
+#include "error.hpp"
+
+namespace cake::ops {
+namespace {
+
+using gemm::TmaDesc;
+static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "a tensor map is copied into a TmaDesc");
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+std::string dims_text(const char* dims) {
+  std::string t = "[";
+  for (const char* d = dims; *d; ++d) t += (d == dims ? "" : ", ") + std::string(1, *d);
+  return t + "]";
+}
+
+// Rank first, so the dims can be read from it before the full shape check.
+void require_rank(const TensorView& t, const char* dims) {
+  const size_t rank = std::strlen(dims);
+  if (t.shape.size() != rank)
+    throw ArgumentError(t.name, "must be " + std::to_string(rank) + "-D " + dims_text(dims) + ", got " +
+                                    std::to_string(t.shape.size()) + "-D");
+}
+
+// A dim's value where it is first seen.
+void require_dim(const TensorView& t, char d, int64_t v) {
+  const std::string name(1, d);
+  // N and K are row lengths of some operand: TMA needs 16-byte row strides (multiples of 8
+  // bf16 elements), and a zero extent has no tensor map.
+  if ((d == 'N' || d == 'K') && (v < 8 || v % 8 != 0))
+    throw ArgumentError(t.name, name + " = " + std::to_string(v) + " must be a positive multiple of 8 (16-byte rows for TMA)");
+  if (d == 'E' && v < 1) throw ArgumentError(t.name, "E = 0: at least one group is needed");
+  if (v > INT_MAX)
+    throw ArgumentError(t.name, name + " = " + std::to_string(v) + " is larger than cake supports (2^31 - 1)");
+}
+
+// A fully contiguous tensor of exactly the spec's shape, dtype and alignment.
+void require_operand(const TensorView& t, const OperandSpec& spec, const std::map<char, int64_t>& dims) {
+  require_dtype(t, spec.dtypes);
+  std::vector<int64_t> shape;
+  for (const char* d = spec.dims; *d; ++d) shape.push_back(dims.at(*d));
+  if (t.shape != shape)
+    throw ArgumentError(t.name, "shape " + shape_text(t.shape) + " differs from " + dims_text(spec.dims) + " = " +
+                                    shape_text(shape));
+  require_contiguous(t);
+  if (spec.aligned && t.numel() > 0 && t.alignment() < 16)
+    throw ArgumentError(t.name, "base pointer must be 16-byte aligned, is " + std::to_string(t.alignment()) +
+                                    "-byte aligned");
+}
+
+// A 2-D or 3-D tensor map (dims innermost first; byte strides of dims 1..rank-1) with the
+// layout every sm90 program expects: 128-byte swizzle, 256-byte L2 promotion, no OOB fill
+// (out-of-range elements read as zeros, and are not written by stores).
+TmaDesc encode_tma(DType t, uintptr_t ptr, std::vector<uint64_t> dims, std::vector<uint64_t> strides,
+                   std::vector<uint32_t> box, const std::string& what) {
+  const DriverApi& api = Driver::instance().api();
+  if (api.cuTensorMapEncodeTiled == nullptr)
+    throw Error("the CUDA driver (" + Driver::instance().path() +
+                ") has no cuTensorMapEncodeTiled (CUDA 12.0+ drivers): the sm90 GEMM programs cannot run; "
+                "force a portable candidate (OpOptions::candidate)");
+  const uint32_t rank = uint32_t(dims.size());
+  std::vector<uint32_t> elem(rank, 1);
+  CUtensorMap map;
+  CUresult r = api.cuTensorMapEncodeTiled(
+      &map, t == DType::f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+      reinterpret_cast<void*>(ptr), dims.data(), strides.data(), box.data(), elem.data(), CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw_driver_error(("cuTensorMapEncodeTiled (" + what + ")").c_str(), r);
+  TmaDesc d;
+  std::memcpy(&d, &map, sizeof(d));
+  return d;
+}
+
+// The argument a stage's kernel parameter reads: the stage's bind map, else `fallback`.
+uintptr_t bound(const PlannedStage& s, const ArgMap& args, const std::string& param, const std::string& fallback) {
+  auto it = s.bind.find(param);
+  return args.at(it == s.bind.end() ? fallback : it->second);
+}
+
+int param_int(const PlannedStage& s, const char* name) { return s.program->params.at(name).get<int>(); }
+
+}  // namespace
+
+GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& specs) {
+  GemmOperands c;
+  for (const OperandSpec& sp : specs) c.tensors.push_back(call.at(sp.name));
+  for (size_t i = 1; i <= specs.size(); ++i) {  // the inputs, then the output
+    const size_t at = i % specs.size();
+    const TensorView& t = c.tensors[at];
+    require_rank(t, specs[at].dims);
+    for (size_t j = 0; specs[at].dims[j]; ++j) {
+      const char d = specs[at].dims[j];
+      if (c.dims.count(d)) continue;
+      require_dim(t, d, c.dims[d] = t.shape[j]);
+    }
+  }
+  for (size_t i = 1; i <= specs.size(); ++i) require_operand(c.tensors[i % specs.size()], specs[i % specs.size()], c.dims);
+  const TensorView& out = c.tensors[0];
+  for (size_t i = 1; i < c.tensors.size(); ++i) {
+    require_same_device(out, c.tensors[i]);
+    require_no_overlap(out, c.tensors[i]);
+  }
+  return c;
+}
+
+Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_sms) {
+  const uint64_t M = uint64_t(call.m), N = uint64_t(call.n), K = uint64_t(call.k), E = uint64_t(call.e);
+  const int op = call.op;
+  Runtime* rtp = &rt;
+  return [=](const Plan&, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
+    const uintptr_t a = bound(s, args, "a", call.a), b = bound(s, args, "b", call.b),
+                    out = bound(s, args, "out", call.out),
+                    offs = call.offs.empty() ? uintptr_t(0) : bound(s, args, "offs", call.offs);
+    const std::string kind = s.program->params.at("kind").get<std::string>();
+    const int threads = param_int(s, "threads"), smem = param_int(s, "smem");
+    if (kind == "sm90") {
+      gemm::Sm90Args k{};
+      // The maps of the kernel's host contract (sm90_gemm.cuh): operand boxes of 64
+      // inner elements (128 bytes, the swizzle span); the output box 128 bytes by 64 rows in
+      // the output's dtype (the composed route's scratch has it too).
+      const uint32_t bm = uint32_t(param_int(s, "tile_m")), bn = uint32_t(param_int(s, "tile_n")),
+                     cluster = uint32_t(param_int(s, "cluster"));
+      const DType ot = s.program->params.at("kernels").at(size_t(s.kernel)).at("out") == "f32" ? DType::f32 : DType::bf16;
+      const uint64_t osz = uint64_t(dtype_size(ot));
+      const uint32_t obox = uint32_t(128 / osz);
+      switch (op) {
+        case gemm::kOpFwd:
+          k.a = encode_tma(DType::bf16, a, {K, M}, {2 * K}, {64, bm}, call.a);
+          k.b = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, bn / cluster, 1}, call.b);
+          k.out_map = encode_tma(ot, out, {N, M}, {osz * N}, {obox, 64}, call.out);
+          break;
+        case gemm::kOpDgrad:
+          k.a = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, bm}, call.a);
+          k.b = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, 64, 1}, call.b);
+          k.out_map = encode_tma(ot, out, {K, M}, {osz * K}, {obox, 64}, call.out);
+          break;
+        default:
+          k.a = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, 64}, call.a);
+          k.b = encode_tma(DType::bf16, b, {K, M}, {2 * K}, {64, 64}, call.b);
+          k.out_map = encode_tma(ot, out, {K, N, E}, {osz * K, osz * N * K}, {obox, 64, 1}, call.out);
+          break;
+      }
+      k.out = reinterpret_cast<void*>(out);
+      k.offs = reinterpret_cast<const int*>(offs);
+      // The tile counters of the dynamic schedule (none: round-robin).
+      const auto counters = args.find("counters");
+      k.sched = reinterpret_cast<int*>(counters == args.end() ? uintptr_t(0) : counters->second);
+      k.groups = int(E), k.m = int(M), k.n = int(N), k.k = int(K);
+      // The tail split: its workspace, planned for the device's SMs.
+      const auto w = args.find("workspace");
+      if (w != args.end() &&
+          (int_param_or_zero(s, "counters") < gemm::kCounterInts ||
+           int_param_or_zero(s, "workspace_per_sm") < int64_t(bm) * bn * 4))
+        throw Error("program " + s.program->name + ": workspace_per_sm needs \"counters\": " +
+                    std::to_string(gemm::kCounterInts) + " and a tile_m x tile_n FP32 tile per SM");
+      k.split_ws = reinterpret_cast<float*>(w == args.end() ? uintptr_t(0) : w->second);
+      k.split_ctas = device_sms;
+      ls.args.add(k);
+      // Persistent: one CTA per SM walks every tile; a whole number of clusters.
+      ls.grid[0] = unsigned(std::max<int>(int(cluster), sm_count / int(cluster) * int(cluster)));
+    } else if (kind == "portable") {
+      gemm::PortableArgs k{};
+      k.a = reinterpret_cast<const void*>(a);
+      k.b = reinterpret_cast<const void*>(b);
+      k.out = reinterpret_cast<void*>(out);
+      k.offs = reinterpret_cast<const int*>(offs);
+      k.groups = int(E), k.m = int(M), k.n = int(N), k.k = int(K);
+      ls.args.add(k);
+      // Persistent too: as many CTAs as fit on the chip at once (shared memory and registers
+      // decide), so the opt-in must come before the occupancy query.
+      const int per_sm = ops::resident_blocks(*rtp, ls.function, threads, smem);
+      ls.grid[0] = unsigned(sm_count * std::clamp(per_sm, 1, 4));
+    } else {
+      throw Error("program " + s.program->name + " has an unknown kind '" + kind + "'");
+    }
+    ls.block[0] = unsigned(threads);
+    ls.smem = unsigned(smem);
+  };
+}
+
+KernelArgs gemm_kernel_args(const Program& program, int) {
+  const std::string kind = program.params.value("kind", "");
+  if (kind == "sm90") return {"cake::gemm::Sm90Args", sizeof(gemm::Sm90Args)};
+  if (kind == "portable") return {"cake::gemm::PortableArgs", sizeof(gemm::PortableArgs)};
+  return {};
+}
+
+}  // namespace cake::ops

@@ -1,0 +1,54 @@
+// What any family whose programs are the BF16 GEMM kernels (templates/common/sm90_gemm.cuh,
+// smxx_gemm.cuh, their contract gemm_contract.h) needs on the host: the operand checks the
+// kernels' contract asks for, and the binder (the TMA maps of the sm90 programs, the argument
+// structs, the persistent grids). A family says what its tensors are and which GEMM a call is.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gemm_contract.h"
+#include "op_family.hpp"
+
+namespace cake::ops {
+
+// One tensor of a GEMM op: its call argument, its dims by letter outermost first ("MK" is
+// [M, K]) and the dtypes it takes. `aligned`: a 16-byte aligned base (TMA and the 16-byte
+// vector accesses of every program need it of the operands; not of an index tensor).
+struct OperandSpec {
+  const char* name;
+  const char* dims;
+  std::vector<DType> dtypes;
+  bool aligned = true;
+};
+
+// What check_operands found: the tensors in the specs' order and the dims by letter.
+struct GemmOperands {
+  std::vector<TensorView> tensors;
+  std::map<char, int64_t> dims;
+};
+
+// specs[0] is the output. The dims come from the inputs in order, each checked where it is
+// first seen (N and K: positive multiples of 8, the rows of TMA maps; E: at least 1; every dim
+// fits an int, as the kernels take them); then each tensor's full shape, dtype, contiguity
+// and alignment; then one device, and the output overlapping no input (the kernels read the
+// inputs while they write it). Throws ArgumentError naming the argument.
+GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& specs);
+
+// One GEMM problem as the kernels see it: kOp, dims (m rows of the row-grouped operand, e
+// groups) and the call arguments the operands default to (a stage's bind map may rename them,
+// e.g. a composed route's scratch). `offs` empty: no offsets argument, e groups of m / e rows.
+struct GemmCall {
+  int op = gemm::kOpFwd;
+  int64_t m = 0, n = 0, k = 0, e = 1;
+  std::string a, b, out, offs;
+};
+
+// `sm_count`: the SMs the launch fills (max_sms); `device_sms`: the device's, which the tail
+// split is planned for, so that a capped grid computes the same bits.
+Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_sms);
+
+// The struct a GEMM program's kernel takes, by its "kind" param (FamilyOps::kernel_args).
+KernelArgs gemm_kernel_args(const Program& program, int kernel);
+
+}  // namespace cake::ops
