@@ -4,6 +4,8 @@
 // A family names its programs with its own prefix and lays its routes over them.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "family.hpp"
 #include "gemm_contract.h"
@@ -33,6 +35,20 @@ struct GemmOp {
   const char* name;  // fwd, dgrad, wgrad
   int index;         // gemm::kOpFwd, ...
 };
+
+// An op with the call arguments of the kernel's operands.
+struct GemmOpArgs : GemmOp {
+  const char* a;
+  const char* b;
+  const char* out;
+};
+
+// The (out dtype, accumulate) kinds of each op: a program (and a route) each. fwd and dgrad
+// write bf16; wgrad bf16 or f32, and accumulates into f32 (fused; bf16 composes).
+inline std::vector<std::pair<std::string, bool>> out_kinds(const GemmOp& op) {
+  if (op.index != gemm::kOpWgrad) return {{"bf16", false}};
+  return {{"bf16", false}, {"f32", false}, {"f32", true}};
+}
 
 inline std::string ctype(const std::string& t) { return t == "bf16" ? "cake::bf16" : "float"; }
 inline const char* cbool(bool b) { return b ? "true" : "false"; }

@@ -131,6 +131,24 @@ for bad, text in [(None, "no main_grad"), (torch.zeros(E, N, K, device=dev, dtyp
     except RuntimeError as e:
         check(text in str(e), f"main_grad {text}: {e}")
 
+# -- dense_gemm through the generic entry point: F.linear's y, its dx and dw (batched too)
+for shape_x, shape_w in [((1000, 512), (64, 512)), ((3, 300, 256), (3, 128, 256))]:
+    xd, wd = bf16(*shape_x), bf16(*shape_w, scale=0.5)
+    batched = len(shape_x) == 3
+    yd = torch.empty(*shape_x[:-1], shape_w[-2], device=dev, dtype=torch.bfloat16)
+    cake.runtime().run("dense_gemm.fwd", y=yd, x=xd, w=wd)
+    yref = (xd.double() @ wd.double().transpose(-2, -1))
+    close(yd, yref, 1e-2, 1e-2, f"dense_gemm.fwd {shape_x} vs FP64")
+    gd = bf16(*yd.shape)
+    dxd, dwd = torch.empty_like(xd), torch.zeros(*shape_w, device=dev)
+    cake.runtime().run("dense_gemm.dgrad", dx=dxd, dy=gd, w=wd)
+    close(dxd, gd.double() @ wd.double(), 1e-2, 1e-2, f"dense_gemm.dgrad {shape_x} vs FP64")
+    before = dwd.clone()
+    cake.runtime().run("dense_gemm.wgrad", dw=dwd, dy=gd, x=xd, accumulate=True)
+    close(dwd, before + gd.double().transpose(-2, -1) @ xd.double(), 1e-3, 1e-4, f"dense_gemm.wgrad {shape_x} vs FP64")
+    if not batched:
+        close(yd, torch.nn.functional.linear(xd, wd), 2e-2, 2e-2, "dense_gemm.fwd vs F.linear")
+
 # -- deterministic mode: a non-deterministic request runs deterministic (and logs once)
 torch.use_deterministic_algorithms(True)
 check(ct.calls.options(deterministic=False)["deterministic"] is True, "use_deterministic_algorithms forces deterministic")

@@ -16,20 +16,10 @@ namespace {
 using nlohmann::json;
 using namespace gemm_programs;
 
-struct OpSpec : GemmOp {
-  const char* a;  // call arguments of the kernel's operands
-  const char* b;
-  const char* out;
-};
+using OpSpec = GemmOpArgs;
 const OpSpec kOps[] = {{{"fwd", gemm::kOpFwd}, "x", "w", "y"},
                        {{"dgrad", gemm::kOpDgrad}, "g", "w", "dx"},
                        {{"wgrad", gemm::kOpWgrad}, "g", "x", "dw"}};
-
-// The (out dtype, accumulate) kinds of each op: a program (and a route) each.
-std::vector<std::pair<std::string, bool>> out_kinds(const OpSpec& op) {
-  if (op.index != gemm::kOpWgrad) return {{"bf16", false}};
-  return {{"bf16", false}, {"f32", false}, {"f32", true}};
-}
 
 // Every tensor's dtype, N and K multiples of 8, 16-byte aligned operands (the ops reject
 // anything else; the window says so too, for user registries and `cakec plan`).

@@ -115,6 +115,18 @@ GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& 
   return c;
 }
 
+Problem gemm_problem(const char* op, std::map<std::string, int64_t> dims, const std::vector<TensorView>& tensors,
+                     const OpOptions& opt) {
+  Problem p;
+  p.op = op;
+  p.dims = std::move(dims);
+  p.accumulate = opt.accumulate;
+  p.deterministic = opt.deterministic;
+  p.candidate = opt.candidate;
+  for (const auto& t : tensors) p.dtypes[t.name] = t.dtype, p.align[t.name] = t.alignment();
+  return p;
+}
+
 Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_sms) {
   const uint64_t M = uint64_t(call.m), N = uint64_t(call.n), K = uint64_t(call.k), E = uint64_t(call.e);
   const int op = call.op;

@@ -35,6 +35,11 @@ struct GemmOperands {
 // inputs while they write it). Throws ArgumentError naming the argument.
 GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& specs);
 
+// The planner's problem of a checked call: the op, its dims by name, every tensor's dtype
+// and alignment, and the call's options.
+Problem gemm_problem(const char* op, std::map<std::string, int64_t> dims, const std::vector<TensorView>& tensors,
+                     const OpOptions& opt);
+
 // One GEMM problem as the kernels see it: kOp, dims (m rows of the row-grouped operand, e
 // groups) and the call arguments the operands default to (a stage's bind map may rename them,
 // e.g. a composed route's scratch). `offs` empty: no offsets argument, e groups of m / e rows.

@@ -31,69 +31,10 @@ namespace {
 using test::bf16_float;
 using test::f32_bits;
 
-// A contiguous device tensor of any rank, with its DLTensor.
-struct Dev {
-  Dev(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
-    n = std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<>());
-    buf = DeviceBuffer(size_t(std::max<int64_t>(n, 1)) * size_t(dtype_size(t)));
-    dl.data = buf.ptr();
-    dl.device = {kDLCUDA, 0};
-    dl.ndim = int32_t(shape.size());
-    dl.dtype = t == DType::bf16  ? DLDataType{kDLBfloat, 16, 1}
-               : t == DType::i32 ? DLDataType{kDLInt, 32, 1}
-                                 : DLDataType{kDLFloat, 32, 1};
-    dl.shape = shape.data();
-  }
-  size_t bytes() const { return size_t(n) * size_t(dtype_size(dtype)); }
-  template <typename T>
-  void upload(const std::vector<T>& v) {
-    ASSERT_EQ(v.size() * sizeof(T), bytes());
-    if (n) CAKE_CU(cuMemcpyHtoD(buf.get(), v.data(), bytes()));
-  }
-  template <typename T>
-  std::vector<T> download() const {
-    std::vector<T> v(bytes() / sizeof(T));
-    CAKE_CU(cuCtxSynchronize());
-    if (n) CAKE_CU(cuMemcpyDtoH(v.data(), buf.get(), bytes()));
-    return v;
-  }
-  void poison() {
-    if (n) CAKE_CU(cuMemsetD8(buf.get(), 0xff, bytes()));
-  }
-  DType dtype;
-  std::vector<int64_t> shape;
-  int64_t n = 0;
-  DeviceBuffer buf;
-  DLTensor dl{};
-};
-
-// Splits [0, n) over the host's cores: the FP64 reference of a 4096 x 512 x 512 GEMM stays
-// well under a second.
-void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] { body(n * t / threads, n * (t + 1) / threads); });
-  for (auto& th : pool) th.join();
-}
-
-std::vector<double> widen(const std::vector<uint16_t>& b) {
-  std::vector<double> d(b.size());
-  for (size_t i = 0; i < b.size(); ++i) d[i] = bf16_float(b[i]);
-  return d;
-}
-
-// Budget for bf16 outputs (TARGETS.md), element by element; f32 ones: test::expect_f32_close.
-void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<double>& ref, size_t count, const char* what) {
-  int64_t bad = 0;
-  for (size_t i = 0; i < count; ++i) {
-    double g = bf16_float(got[i]), e = ref[i];
-    if (!(std::fabs(g - e) <= 1e-2 + 1e-2 * std::fabs(e)) && bad++ < 3)
-      ADD_FAILURE() << what << "[" << i << "] = " << g << ", ref " << e;
-  }
-  EXPECT_EQ(bad, 0) << what << ": elements outside the bf16 budget";
-}
-
+using test::Dev;
+using test::expect_bf16_close;
+using test::parallel_for;
+using test::widen;
 
 enum class Sizes { balanced, skewed, one_empty, all_empty_but_one, lognormal, odd, all_empty };
 

@@ -9,11 +9,13 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_stats.hpp"
 #include "driver.hpp"
 #include "driver_types.hpp"
+#include "error.hpp"
 #include "nvml_reader.hpp"
 
 namespace cakec {
@@ -127,6 +129,21 @@ struct Timer {
     return {sum / calls, m.mhz, m.watts, joules};
   }
 };
+
+// Device 0's primary context made current (the context cuBLAS, through the runtime API, uses
+// too); throws naming `bench` where there is no GPU.
+inline CUdevice use_primary_context(const std::string& bench) {
+  auto& drv = cake::Driver::instance();
+  if (!drv.available() || drv.device_count() == 0)
+    throw cake::Error("cakec bench " + bench + " needs a GPU: " +
+                      (drv.available() ? std::string("no CUDA device") : drv.missing_reason()));
+  CUdevice dev;
+  CAKE_CU(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CAKE_CU(cuCtxSetCurrent(ctx));
+  return dev;
+}
 
 inline uint16_t float_to_bf16(float f) {  // round to nearest even (no NaN inputs here)
   uint32_t u;

@@ -32,17 +32,6 @@ Checked check(int op, const OpCall& call) {
   return {std::move(g.tensors), g.dims.at('M'), g.dims.at('N'), g.dims.at('K'), g.dims.at('E')};
 }
 
-Problem make_problem(const char* op, const Checked& c, bool accumulate, const OpOptions& opt) {
-  Problem p;
-  p.op = op;
-  p.dims = {{"m", c.m}, {"n", c.n}, {"k", c.k}, {"e", c.e}};
-  p.accumulate = accumulate;
-  p.deterministic = opt.deterministic;
-  p.candidate = opt.candidate;
-  for (const auto& t : c.tensors) p.dtypes[t.name] = t.dtype, p.align[t.name] = t.alignment();
-  return p;
-}
-
 OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
   const Checked c = check(op, call);
   const OpOptions& opt = call.options;
@@ -60,7 +49,7 @@ OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
     }
     return p;
   }
-  p.problem = make_problem(op_name, c, opt.accumulate, opt);
+  p.problem = gemm_problem(op_name, {{"m", c.m}, {"n", c.n}, {"k", c.k}, {"e", c.e}}, c.tensors, opt);
   for (const auto& t : c.tensors) p.args[t.name] = t.data;
   p.composed_elements = c.e * c.n * c.k;  // a composed accumulate adds over dw
   const std::vector<OperandSpec>& names = specs(op);

@@ -414,17 +414,9 @@ class Bench {
 
 int run_bench_grouped_gemm(const Args& a) {
   if (!a.samples.empty()) check_samples_path(a.samples);
-  auto& drv = cake::Driver::instance();
-  if (!drv.available() || drv.device_count() == 0)
-    throw cake::Error("cakec bench grouped_gemm needs a GPU: " +
-                      (drv.available() ? std::string("no CUDA device") : drv.missing_reason()));
-  CUdevice dev;
-  CAKE_CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));  // the context cuBLAS (runtime API) uses too
-  CAKE_CU(cuCtxSetCurrent(ctx));
+  const CUdevice dev = use_primary_context("grouped_gemm");
   Bench bench(a, dev);
-  bench.print_header(drv.device(0).name);
+  bench.print_header(cake::Driver::instance().device(0).name);
   const int64_t max_m = *std::max_element(a.ms.begin(), a.ms.end());
   const int max_e = *std::max_element(a.es.begin(), a.es.end());
   auto case_rows = [&](Buffers& b, const Shape& shape, const Case& c) {

@@ -1,0 +1,170 @@
+// Every argument of dense_gemm.fwd, .dgrad and .wgrad, plain and batched, rejected before
+// anything happens, through the C++ API and the C ABI.
+#include "ops_args.hpp"
+#include "cake_c.h"
+#include "dense_gemm_ops.hpp"
+
+namespace cake {
+namespace {
+using test::FakeTensor;
+using test::OpsArgs;
+using test::kBf16;
+using test::kF32;
+using test::kF64;
+using test::kGiB;
+
+// dense_gemm: x [T, K], w [N, K], dy [T, N], y [T, N], dx [T, K], dw [N, K]; batched [B, ...].
+constexpr int64_t kT = 100, kN = 32, kK = 48, kB = 3;
+
+TEST_F(OpsArgs, DenseGemmForward) {
+  Runtime rt(opts());
+  FakeTensor y(1 * kGiB, kBf16, {kT, kN}), x(2 * kGiB, kBf16, {kT, kK}), w(3 * kGiB, kBf16, {kN, kK});
+  auto fwd = [&](const DLTensor& y_, const DLTensor& x_, const DLTensor& w_) {
+    ops::prepare_dense_gemm_fwd(rt, y_, x_, w_);
+  };
+  FakeTensor x4(2 * kGiB, kBf16, {1, 1, kT, kK}), x1(2 * kGiB, kBf16, {kK});
+  rejects([&] { fwd(y.dl, x4.dl, w.dl); }, "x", "must be 2-D [T, K] or 3-D [B, T, K] (a batch of heads), got 4-D");
+  rejects([&] { fwd(y.dl, x1.dl, w.dl); }, "x", "got 1-D");
+  FakeTensor w3(3 * kGiB, kBf16, {1, kN, kK});
+  rejects([&] { fwd(y.dl, x.dl, w3.dl); }, "w", "must be 2-D [N, K], got 3-D");
+  FakeTensor x12(2 * kGiB, kBf16, {kT, 12}), w12(3 * kGiB, kBf16, {kN, 12});
+  rejects([&] { fwd(y.dl, x12.dl, w12.dl); }, "x", "K = 12 must be a positive multiple of 8");
+  FakeTensor wn(3 * kGiB, kBf16, {20, kK});
+  rejects([&] { fwd(y.dl, x.dl, wn.dl); }, "w", "N = 20 must be a positive multiple of 8");
+  FakeTensor wn0(3 * kGiB, kBf16, {0, kK});
+  rejects([&] { fwd(y.dl, x.dl, wn0.dl); }, "w", "N = 0");
+  FakeTensor wk(3 * kGiB, kBf16, {kN, kK + 8});
+  rejects([&] { fwd(y.dl, x.dl, wk.dl); }, "w", "shape [32, 56] differs from [N, K] = [32, 48]");
+  FakeTensor yt(1 * kGiB, kBf16, {kT + 1, kN});
+  rejects([&] { fwd(yt.dl, x.dl, w.dl); }, "y", "differs from [T, N] = [100, 32]");
+  FakeTensor xf(2 * kGiB, kF32, {kT, kK}), yf(1 * kGiB, kF32, {kT, kN});
+  rejects([&] { fwd(y.dl, xf.dl, w.dl); }, "x", "dtype f32");
+  rejects([&] { fwd(yf.dl, x.dl, w.dl); }, "y", "dtype f32");
+  // A [K, N] weight seen as [N, K] through strides is not served (yet): it must be contiguous.
+  FakeTensor wt(3 * kGiB, kBf16, {kN, kK}, {1, kN});
+  rejects([&] { fwd(y.dl, x.dl, wt.dl); }, "w", "contiguous");
+  FakeTensor xs(2 * kGiB, kBf16, {kT, kK}, {2 * kK, 1});
+  rejects([&] { fwd(y.dl, xs.dl, w.dl); }, "x", "contiguous");
+  FakeTensor xa(2 * kGiB + 8, kBf16, {kT, kK}), ya(1 * kGiB + 2, kBf16, {kT, kN});
+  rejects([&] { fwd(y.dl, xa.dl, w.dl); }, "x", "16-byte aligned");
+  rejects([&] { fwd(ya.dl, x.dl, w.dl); }, "y", "16-byte aligned");
+  FakeTensor wdev(3 * kGiB, kBf16, {kN, kK});
+  wdev.dl.device = {kDLCUDA, 1};
+  rejects([&] { fwd(y.dl, x.dl, wdev.dl); }, "w", "device 1");
+  FakeTensor xnull(0, kBf16, {kT, kK});
+  rejects([&] { fwd(y.dl, xnull.dl, w.dl); }, "x", "null data pointer");
+  FakeTensor yx(2 * kGiB + 64, kBf16, {kT, kN}), yw(3 * kGiB - 64, kBf16, {kT, kN});
+  rejects([&] { fwd(yx.dl, x.dl, w.dl); }, "y", "overlaps input 'x'");
+  rejects([&] { fwd(yw.dl, x.dl, w.dl); }, "y", "overlaps input 'w'");
+  FakeTensor xbig(2 * kGiB, kBf16, {int64_t(1) << 31, kK}), ybig(1 * kGiB, kBf16, {int64_t(1) << 31, kN});
+  rejects([&] { fwd(ybig.dl, xbig.dl, w.dl); }, "x", "T = 2147483648 is larger than cake supports");
+}
+
+TEST_F(OpsArgs, DenseGemmBatched) {
+  Runtime rt(opts());
+  FakeTensor y(1 * kGiB, kBf16, {kB, kT, kN}), x(2 * kGiB, kBf16, {kB, kT, kK}), w(3 * kGiB, kBf16, {kB, kN, kK});
+  auto fwd = [&](const DLTensor& y_, const DLTensor& x_, const DLTensor& w_) {
+    ops::prepare_dense_gemm_fwd(rt, y_, x_, w_);
+  };
+  FakeTensor w2(3 * kGiB, kBf16, {kN, kK});
+  rejects([&] { fwd(y.dl, x.dl, w2.dl); }, "w", "must be 3-D [B, N, K], got 2-D");
+  FakeTensor wb(3 * kGiB, kBf16, {kB + 1, kN, kK});
+  rejects([&] { fwd(y.dl, x.dl, wb.dl); }, "w", "differs from [B, N, K] = [3, 32, 48]");
+  FakeTensor y2(1 * kGiB, kBf16, {kB * kT, kN});
+  rejects([&] { fwd(y2.dl, x.dl, w.dl); }, "y", "must be 3-D [B, T, N], got 2-D");
+  // Heads as a strided view of [T, B, K] are not served (yet): x must be contiguous.
+  FakeTensor xtb(2 * kGiB, kBf16, {kB, kT, kK}, {kK, kB * kK, 1});
+  rejects([&] { fwd(y.dl, xtb.dl, w.dl); }, "x", "contiguous");
+  FakeTensor xbig(2 * kGiB, kBf16, {4, int64_t(1) << 29, kK}), ybig(500 * kGiB, kBf16, {4, int64_t(1) << 29, kN}),
+      wbig(3 * kGiB, kBf16, {4, kN, kK});
+  rejects([&] { fwd(ybig.dl, xbig.dl, wbig.dl); }, "x", "B x T = 4 x 536870912 rows is larger than cake supports");
+  auto dgrad = [&](const DLTensor& dx_, const DLTensor& dy_, const DLTensor& w_) {
+    ops::prepare_dense_gemm_dgrad(rt, dx_, dy_, w_);
+  };
+  FakeTensor dx(4 * kGiB, kBf16, {kB, kT, kK}), dy(5 * kGiB, kBf16, {kB, kT, kN});
+  FakeTensor dxs(4 * kGiB, kBf16, {kB, kT, kK + 8});
+  rejects([&] { dgrad(dxs.dl, dy.dl, w.dl); }, "dx", "differs from [B, T, K] = [3, 100, 48]");
+  FakeTensor dy4(5 * kGiB, kBf16, {1, kB, kT, kN});
+  rejects([&] { dgrad(dx.dl, dy4.dl, w.dl); }, "dy", "must be 2-D [T, N] or 3-D [B, T, N] (a batch of heads), got 4-D");
+  auto wgrad = [&](const DLTensor& dw_, const DLTensor& dy_, const DLTensor& x_, bool acc) {
+    ops::prepare_dense_gemm_wgrad(rt, dw_, dy_, x_, acc);
+  };
+  FakeTensor dw(6 * kGiB, kF32, {kB, kN, kK}), dw2(6 * kGiB, kF32, {kN, kK});
+  rejects([&] { wgrad(dw2.dl, dy.dl, x.dl, true); }, "dw", "must be 3-D [B, N, K], got 2-D");
+  FakeTensor xt(2 * kGiB, kBf16, {kB, kT + 1, kK});
+  rejects([&] { wgrad(dw.dl, dy.dl, xt.dl, false); }, "x", "differs from [B, T, K] = [3, 100, 48]");
+}
+
+TEST_F(OpsArgs, DenseGemmDgradAndWgrad) {
+  Runtime rt(opts());
+  FakeTensor dx(1 * kGiB, kBf16, {kT, kK}), dy(2 * kGiB, kBf16, {kT, kN}), w(3 * kGiB, kBf16, {kN, kK}),
+      x(4 * kGiB, kBf16, {kT, kK});
+  auto dgrad = [&](const DLTensor& dx_, const DLTensor& dy_, const DLTensor& w_) {
+    ops::prepare_dense_gemm_dgrad(rt, dx_, dy_, w_);
+  };
+  FakeTensor dy20(2 * kGiB, kBf16, {kT, 20});
+  rejects([&] { dgrad(dx.dl, dy20.dl, w.dl); }, "dy", "N = 20 must be a positive multiple of 8");
+  FakeTensor wn(3 * kGiB, kBf16, {kN + 8, kK});
+  rejects([&] { dgrad(dx.dl, dy.dl, wn.dl); }, "w", "differs from [N, K] = [32, 48]");
+  FakeTensor dxf(1 * kGiB, kF32, {kT, kK});
+  rejects([&] { dgrad(dxf.dl, dy.dl, w.dl); }, "dx", "dtype f32");
+  FakeTensor dxw(3 * kGiB + 16, kBf16, {kT, kK});
+  rejects([&] { dgrad(dxw.dl, dy.dl, w.dl); }, "dx", "overlaps input 'w'");
+
+  auto wgrad = [&](const DLTensor& dw_, const DLTensor& dy_, const DLTensor& x_, bool acc) {
+    ops::prepare_dense_gemm_wgrad(rt, dw_, dy_, x_, acc);
+  };
+  for (bool acc : {false, true}) {
+    SCOPED_TRACE(acc ? "accumulate" : "overwrite");
+    FakeTensor dw(5 * kGiB, kF32, {kN, kK});
+    FakeTensor xt(4 * kGiB, kBf16, {kT + 1, kK});
+    rejects([&] { wgrad(dw.dl, dy.dl, xt.dl, acc); }, "x", "differs from [T, K] = [100, 48]");
+    FakeTensor x44(4 * kGiB, kBf16, {kT, 44});
+    rejects([&] { wgrad(dw.dl, dy.dl, x44.dl, acc); }, "x", "K = 44");
+    FakeTensor dw64(5 * kGiB, kF64, {kN, kK});
+    rejects([&] { wgrad(dw64.dl, dy.dl, x.dl, acc); }, "dw", "dtype f64 not supported here (bf16, f32)");
+    FakeTensor dwk(5 * kGiB, kF32, {kN, kK + 8});
+    rejects([&] { wgrad(dwk.dl, dy.dl, x.dl, acc); }, "dw", "differs from [N, K] = [32, 48]");
+    // An expanded dw would be read and written through several aliases while accumulating.
+    FakeTensor dwx(5 * kGiB, kF32, {kN, kK}, {0, 1});
+    rejects([&] { wgrad(dwx.dl, dy.dl, x.dl, acc); }, "dw", "contiguous");
+    FakeTensor dwa(5 * kGiB + 4, kF32, {kN, kK});
+    rejects([&] { wgrad(dwa.dl, dy.dl, x.dl, acc); }, "dw", "16-byte aligned");
+    FakeTensor dwdy(2 * kGiB + 32, kF32, {kN, kK});
+    rejects([&] { wgrad(dwdy.dl, dy.dl, x.dl, acc); }, "dw", "overlaps input 'dy'");
+    FakeTensor dynull(0, kBf16, {kT, kN});
+    rejects([&] { wgrad(dw.dl, dynull.dl, x.dl, acc); }, "dy", "null data pointer");
+  }
+}
+
+TEST_F(OpsArgs, DenseGemmCAbi) {
+  cake_runtime* rt = nullptr;
+  ASSERT_EQ(cake_runtime_create("{\"cache_dir\": \"\"}", &rt), CAKE_OK) << cake_last_error();
+  FakeTensor y(1 * kGiB, kBf16, {kT, kN}), x(2 * kGiB, kBf16, {kT, kK}), w(3 * kGiB, kBf16, {kN, kK}),
+      dy(5 * kGiB, kBf16, {kT, kN}), dw(7 * kGiB, kF32, {kN, kK});
+  cake_launch* l = nullptr;
+  auto prepare = [&](const char* op, std::vector<std::pair<const char*, const DLTensor*>> t, const char* options) {
+    std::vector<const char*> names;
+    std::vector<const DLTensor*> tensors;
+    for (auto& [n, d] : t) names.push_back(n), tensors.push_back(d);
+    return cake_prepare(rt, op, int(t.size()), names.data(), tensors.data(), options, &l);
+  };
+  auto expect = [&](cake_status st, const std::string& text) {
+    EXPECT_EQ(st, CAKE_ERROR_ARGUMENT) << cake_last_error();
+    EXPECT_NE(std::string(cake_last_error()).find(text), std::string::npos) << cake_last_error();
+    EXPECT_EQ(l, nullptr);
+  };
+  expect(prepare("dense_gemm.fwd", {{"y", nullptr}, {"x", &x.dl}, {"w", &w.dl}}, nullptr), "argument 'y': null");
+  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}}, nullptr), "argument 'w': missing");
+  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &w.dl}}, nullptr),
+         "offs");
+  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &dw.dl}, {"w", &w.dl}}, nullptr), "argument 'x'");
+  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}}, "{\"accumulate\": true}"),
+         "argument 'accumulate': dense_gemm.fwd does not accumulate");
+  expect(prepare("dense_gemm.wgrad", {{"dw", &y.dl}, {"dy", &dy.dl}, {"x", &x.dl}}, "{\"accumulate\": true}"),
+         "argument 'dw'");
+  cake_runtime_destroy(rt);
+}
+
+}  // namespace
+}  // namespace cake

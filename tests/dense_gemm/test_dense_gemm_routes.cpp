@@ -1,0 +1,91 @@
+// The dense_gemm family's routes (no GPU): the Hopper program of each op, the portable
+// programs on sm_80, fused vs composed accumulate, every candidate deterministic,
+// and the programs as the shared GEMM kernels with this family's tiles.
+#include <gtest/gtest.h>
+
+#include "fixtures.hpp"
+#include "gemm_contract.h"
+#include "planner.hpp"
+#include "test_util.hpp"
+
+namespace cake {
+namespace {
+
+class DenseGemmRoutes : public ::testing::Test {
+ protected:
+  void SetUp() override { reg_ = Registry::load_default(); }
+  PlanResult plan(const Problem& p, const Device& d) const { return Planner(reg_, test::all_jit(reg_)).plan(p, d); }
+  // A problem as the ops build it: every tensor's dtype and alignment.
+  static Problem problem(const std::string& op, int64_t n, const std::string& out_dtype = "bf16",
+                         bool accumulate = false, int64_t t = 16173, int64_t k = 4096, int64_t b = 1) {
+    Problem p;
+    p.op = "dense_gemm." + op;
+    p.dims = {{"t", t}, {"n", n}, {"k", k}, {"b", b}};
+    p.accumulate = accumulate;
+    std::vector<std::string> names = op == "fwd"     ? std::vector<std::string>{"y", "x", "w"}
+                                     : op == "dgrad" ? std::vector<std::string>{"dx", "dy", "w"}
+                                                     : std::vector<std::string>{"dw", "dy", "x"};
+    for (const auto& name : names) p.dtypes[name] = DType::bf16, p.align[name] = 256;
+    p.dtypes[names[0]] = *parse_dtype(out_dtype);
+    return p;
+  }
+  std::shared_ptr<const Registry> reg_;
+  Device hopper_{*Arch::parse("sm_90a"), 132, 232448};
+  Device ampere_{*Arch::parse("sm_80"), 108, 166912};
+};
+
+TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
+  for (int64_t n : {8, 32, 128, 1024}) {
+    auto r = plan(problem("fwd", n), hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, "fwd_sm90_128x256") << n;
+    EXPECT_EQ(r.plan->stages[0].program->params.at("smem"), gemm::sm90_smem_bytes(128, 256, 4));
+  }
+  for (std::string op : {"dgrad", "wgrad"}) {
+    auto r = plan(problem(op, 64), hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, op == "dgrad" ? "dgrad_sm90_128x256" : "wgrad_bf16_sm90_128x256");
+    EXPECT_EQ(r.plan->stages[0].program->templ, "sm90_gemm.cuh");
+    r = plan(problem(op, 64), ampere_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, op == "dgrad" ? "dgrad_portable_128x128" : "wgrad_bf16_portable_128x128");
+    EXPECT_EQ(r.plan->stages[0].program->templ, "smxx_gemm.cuh");
+    EXPECT_EQ(r.plan->stages[0].build->arch.str(), "sm_80");
+  }
+  // The sm90 wgrad programs carry the tail split's counters and workspace.
+  auto r = plan(problem("wgrad", 32, "f32"), hopper_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->stages[0].program->params.at("counters"), gemm::kCounterInts);
+  EXPECT_EQ(r.plan->stages[0].program->params.at("workspace_per_sm"), 128 * 256 * 4);
+}
+
+TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
+  auto r = plan(problem("wgrad", 64, "f32", true), hopper_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(r.plan->accumulate, Accumulate::fused);
+  r = plan(problem("wgrad", 64, "bf16", true, 1000, 4096, 3), hopper_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->route, "wgrad_acc_bf16_composed_sm90");
+  EXPECT_EQ(r.plan->accumulate, Accumulate::composed);
+  EXPECT_EQ(r.plan->scratch_bytes, 3 * 64 * 4096 * 2);  // [B, N, K] bf16
+  r = plan(problem("wgrad", 64, "f32", true), ampere_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_portable_128x128");
+}
+
+// Every dense_gemm candidate is deterministic today, so a default call can never be given a
+// non-deterministic one; the registry marks each.
+TEST_F(DenseGemmRoutes, EveryCandidateIsDeterministic) {
+  int seen = 0;
+  for (const auto& route : reg_->routes())
+    if (route.op.rfind("dense_gemm.", 0) == 0)
+      for (const auto& c : route.candidates) {
+        EXPECT_TRUE(c.deterministic) << route.op << " " << c.name;
+        ++seen;
+      }
+  EXPECT_GT(seen, 10);
+}
+
+}  // namespace
+}  // namespace cake

@@ -1,0 +1,271 @@
+// Label gpu: dense_gemm fwd, dgrad and wgrad (bf16 / f32 out, accumulate fused and composed),
+// plain and batched, against an FP64 reference on the same bf16 inputs with TARGETS.md's
+// budgets. Outputs are poisoned before every run; each route runs twice (the same bits), and
+// with a grid capped to 3 SMs (the same bits again). Every case runs on the planner's route
+// and with the portable programs forced.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "dense_gemm_ops.hpp"
+#include "gpu_util.hpp"
+
+namespace cake {
+namespace {
+using test::bf16_float;
+using test::Dev;
+using test::expect_bf16_close;
+using test::f32_bits;
+using test::parallel_for;
+using test::widen;
+
+struct Case {
+  const char* name;
+  int64_t b, t, n, k;  // b = 0: not batched (2-D tensors)
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+// Candidates of the portable programs (registry/dense_gemm.json), by op and out kind.
+const char* portable(const std::string& what) {
+  static const std::map<std::string, const char*> names = {
+      {"fwd", "fwd_portable_128x128"},
+      {"dgrad", "dgrad_portable_128x128"},
+      {"wgrad_bf16", "wgrad_bf16_portable_128x128"},
+      {"wgrad_f32", "wgrad_f32_portable_128x128"},
+      {"wgrad_acc_f32", "wgrad_acc_f32_fused_portable_128x128"},
+      {"wgrad_acc_f32_composed", "wgrad_acc_f32_composed_portable"},
+      {"wgrad_acc_bf16", "wgrad_acc_bf16_composed_portable"}};
+  return names.at(what);
+}
+
+std::vector<uint16_t> as16(const std::vector<uint8_t>& b) {
+  std::vector<uint16_t> v(b.size() / 2);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+std::vector<float> as32(const std::vector<uint8_t>& b) {
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+class DenseGemm : public ::testing::TestWithParam<std::tuple<Case, bool>> {
+ protected:
+  static void SetUpTestSuite() {
+    auto& d = Driver::instance();
+    if (!d.available() || d.device_count() == 0) return;
+    ctx_ = new test::PrimaryContext();
+    cache_ = new test::TempDir();
+    RuntimeOptions o;
+    o.cache_dir = cache_->path().string();
+    o.aot_dir = "";
+    o.stand_ins = false;
+    rt_ = new Runtime(o);  // one runtime: each program compiles once for the whole suite
+  }
+  static void TearDownTestSuite() {
+    delete rt_, delete cache_, delete ctx_;
+    rt_ = nullptr, cache_ = nullptr, ctx_ = nullptr;
+  }
+  void SetUp() override { CAKE_SKIP_WITHOUT_GPU(); }
+  ops::OpOptions opt(const std::string& what, int max_sms = 0) const {
+    ops::OpOptions o;
+    if (std::get<1>(GetParam())) o.candidate = portable(what);
+    o.max_sms = max_sms;
+    return o;
+  }
+  // Runs `prepare(max_sms)` on a poisoned output twice, then capped to 3 SMs: the same bits
+  // each time. Returns them.
+  std::vector<uint8_t> stable_bits(const std::string& what, Dev& out,
+                                   const std::function<Launch(const ops::OpOptions&)>& prepare) const {
+    std::vector<uint8_t> first;
+    for (int max_sms : {0, 0, 3}) {
+      Launch l = prepare(opt(what, max_sms));
+      EXPECT_NE(l.plan(), nullptr);
+      if (l.plan() && std::get<1>(GetParam())) EXPECT_EQ(l.plan()->route, portable(what)) << l.describe();
+      out.poison();
+      l.launch(nullptr);
+      auto bits = out.download<uint8_t>();
+      if (first.empty()) first = bits;
+      else EXPECT_EQ(bits, first) << what << ": bits differ (max_sms " << max_sms << ")";
+    }
+    return first;
+  }
+  static inline test::PrimaryContext* ctx_ = nullptr;
+  static inline test::TempDir* cache_ = nullptr;
+  static inline Runtime* rt_ = nullptr;
+};
+
+TEST_P(DenseGemm, MatchesFp64) {
+  const Case c = std::get<0>(GetParam());
+  const int64_t B = std::max<int64_t>(c.b, 1), T = c.t, N = c.n, K = c.k;
+  auto shape = [&](int64_t rows, int64_t cols) {
+    return c.b ? std::vector<int64_t>{c.b, rows, cols} : std::vector<int64_t>{rows, cols};
+  };
+  const uint64_t seed = uint64_t(B * 1000003 + T * 7919 + N * 1009 + K);
+  auto xb = test::to_bf16(test::random_floats(size_t(B * T * K), seed));
+  auto gb = test::to_bf16(test::random_floats(size_t(B * T * N), seed + 1));
+  auto wb = test::to_bf16(test::random_floats(size_t(B * N * K), seed + 2, 0.5f));
+  const auto x = widen(xb), g = widen(gb), w = widen(wb);
+  Dev X(DType::bf16, shape(T, K)), G(DType::bf16, shape(T, N)), W(DType::bf16, shape(N, K));
+  X.upload(xb), G.upload(gb), W.upload(wb);
+
+  // FP64 references, head by head.
+  std::vector<double> yref(size_t(B * T * N)), dxref(size_t(B * T * K)), dwref(size_t(B * N * K), 0.0);
+  parallel_for(B * T, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t h = r / T;
+      for (int64_t j = 0; j < N; ++j) {
+        const double* wr = &w[size_t((h * N + j) * K)];
+        double s = 0;
+        for (int64_t kk = 0; kk < K; ++kk) s += x[size_t(r * K + kk)] * wr[kk];
+        yref[size_t(r * N + j)] = s;
+        const double gv = g[size_t(r * N + j)];
+        for (int64_t kk = 0; kk < K; ++kk) dxref[size_t(r * K + kk)] += gv * wr[kk];
+      }
+    }
+  });
+  parallel_for(B * N, [&](int64_t lo, int64_t hi) {
+    for (int64_t hj = lo; hj < hi; ++hj) {
+      const int64_t h = hj / N, j = hj % N;
+      double* out = &dwref[size_t(hj * K)];
+      for (int64_t r = h * T; r < (h + 1) * T; ++r) {
+        const double gv = g[size_t(r * N + j)];
+        for (int64_t kk = 0; kk < K; ++kk) out[kk] += gv * x[size_t(r * K + kk)];
+      }
+    }
+  });
+
+  {
+    Dev Y(DType::bf16, shape(T, N));
+    auto bits = stable_bits("fwd", Y, [&](const ops::OpOptions& o) {
+      return ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, o);
+    });
+    expect_bf16_close(as16(bits), yref, yref.size(), "y");
+  }
+  {
+    Dev DX(DType::bf16, shape(T, K));
+    auto bits = stable_bits("dgrad", DX, [&](const ops::OpOptions& o) {
+      return ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, W.dl, o);
+    });
+    expect_bf16_close(as16(bits), dxref, dxref.size(), "dx");
+  }
+  Dev DWb(DType::bf16, shape(N, K)), DWf(DType::f32, shape(N, K));
+  const auto dwb = as16(stable_bits("wgrad_bf16", DWb, [&](const ops::OpOptions& o) {
+    return ops::prepare_dense_gemm_wgrad(*rt_, DWb.dl, G.dl, X.dl, false, o);
+  }));
+  expect_bf16_close(dwb, dwref, dwref.size(), "dw (bf16)");
+  const auto dwf = as32(stable_bits("wgrad_f32", DWf, [&](const ops::OpOptions& o) {
+    return ops::prepare_dense_gemm_wgrad(*rt_, DWf.dl, G.dl, X.dl, false, o);
+  }));
+  test::expect_f32_close(dwf, dwref, "dw (f32)");
+
+  // Accumulate into f32, fused and composed: bitwise fp32(out0 + dW), dW the f32 result above.
+  auto out0 = test::random_floats(size_t(B * N * K), seed + 3, 4.0f);
+  auto check_acc_f32 = [&](const std::string& what, const std::string& candidate, Accumulate want) {
+    SCOPED_TRACE(what);
+    Dev D(DType::f32, shape(N, K));
+    ops::OpOptions o = opt("wgrad_acc_f32");
+    if (!candidate.empty()) o.candidate = candidate;
+    auto l = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, o);
+    EXPECT_EQ(l.plan()->accumulate, want) << l.describe();
+    D.upload(out0);
+    l.launch(nullptr);
+    auto got = D.download<float>();
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (f32_bits(got[i]) != f32_bits(out0[i] + dwf[i]) && bad++ < 3)
+        ADD_FAILURE() << what << " at " << i << ": " << got[i] << ", want " << out0[i] + dwf[i];
+    EXPECT_EQ(bad, 0u) << l.describe();
+  };
+  check_acc_f32("accumulate f32 (planner's route)", "", Accumulate::fused);
+  const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
+  check_acc_f32("accumulate f32 composed",
+                std::get<1>(GetParam()) ? portable("wgrad_acc_f32_composed")
+                : hopper                ? "wgrad_acc_f32_composed_sm90"
+                                        : "wgrad_acc_f32_composed_portable",
+                Accumulate::composed);
+  {  // Accumulate into bf16: composed only, out = bf16(out0 + bf16(dW)), one fp32 add.
+    SCOPED_TRACE("accumulate bf16");
+    auto out0b = test::to_bf16(test::random_floats(size_t(B * N * K), seed + 4, 4.0f));
+    Dev D(DType::bf16, shape(N, K));
+    auto l = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, opt("wgrad_acc_bf16"));
+    EXPECT_EQ(l.plan()->accumulate, Accumulate::composed);
+    D.upload(out0b);
+    l.launch(nullptr);
+    auto got = D.download<uint16_t>();
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], test::bf16_bits(bf16_float(out0b[i]) + bf16_float(dwb[i]))) << i;
+  }
+}
+
+// The skinny projections (K 4096 -> N 32 .. 128) at odd T, wide N, batches of heads.
+const Case kCases[] = {
+    {"T1_N32_K4096", 0, 1, 32, 4096},       {"T4097_N48_K4096", 0, 4097, 48, 4096},
+    {"T16173_N64_K512", 0, 16173, 64, 512}, {"T20000_N32_K1024", 0, 20000, 32, 1024},
+    {"T1000_N512_K1024", 0, 1000, 512, 1024}, {"T333_N136_K520", 0, 333, 136, 520},
+    {"B3_T300_N128_K256", 3, 300, 128, 256}, {"B2_T777_N136_K520", 2, 777, 136, 520},
+    {"B1_T64_N8_K8", 1, 64, 8, 8},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, DenseGemm, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) ? "_portable" : "_planned");
+                         });
+
+using DenseGemmGpu = test::RuntimeTest<>;
+
+// Prepared launches replay in a captured graph with a direct launch's bits: fwd, the fused
+// f32 accumulate and the composed bf16 one (two stages).
+TEST_F(DenseGemmGpu, ReplaysInACapturedGraph) {
+  const int64_t T = 1500, N = 64, K = 512;
+  Dev X(DType::bf16, {T, K}), G(DType::bf16, {T, N}), W(DType::bf16, {N, K});
+  X.upload(test::to_bf16(test::random_floats(size_t(T * K), 1)));
+  G.upload(test::to_bf16(test::random_floats(size_t(T * N), 2)));
+  W.upload(test::to_bf16(test::random_floats(size_t(N * K), 3)));
+  auto out0 = test::random_floats(size_t(N * K), 4);
+  auto out0b = test::to_bf16(out0);
+  Dev Y(DType::bf16, {T, N}), DW(DType::f32, {N, K}), DWB(DType::bf16, {N, K});
+  auto fwd = ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl);
+  auto acc = ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, true);
+  auto accb = ops::prepare_dense_gemm_wgrad(*rt_, DWB.dl, G.dl, X.dl, true);
+  Y.poison();
+  DW.upload(out0), DWB.upload(out0b);
+  fwd.launch(nullptr), acc.launch(nullptr), accb.launch(nullptr);
+  auto y1 = Y.download<uint16_t>();
+  auto dw1 = DW.download<uint32_t>();
+  auto dwb1 = DWB.download<uint16_t>();
+  test::CapturedGraph graph([&](CUstream s) { fwd.launch(s), acc.launch(s), accb.launch(s); });
+  Y.poison();
+  DW.upload(out0), DWB.upload(out0b);
+  graph.replay();
+  EXPECT_EQ(Y.download<uint16_t>(), y1);
+  EXPECT_EQ(DW.download<uint32_t>(), dw1);
+  EXPECT_EQ(DWB.download<uint16_t>(), dwb1);
+}
+
+// T = 0: fwd and dgrad write nothing; wgrad writes zeros, or with accumulate leaves dw alone.
+TEST_F(DenseGemmGpu, NoTokens) {
+  const int64_t N = 32, K = 64;
+  Dev X(DType::bf16, {0, K}), G(DType::bf16, {0, N}), W(DType::bf16, {N, K}), Y(DType::bf16, {0, N});
+  Dev DW(DType::f32, {N, K});
+  ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl).launch(nullptr);
+  DW.poison();
+  ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, true).launch(nullptr);
+  for (uint32_t v : DW.download<uint32_t>()) ASSERT_EQ(v, 0xffffffffu) << "accumulate over no tokens wrote";
+  ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, false).launch(nullptr);
+  for (uint32_t v : DW.download<uint32_t>()) ASSERT_EQ(v, 0u) << "dw over no tokens is not zeros";
+}
+
+// A call refused by its checks writes nothing.
+TEST_F(DenseGemmGpu, RejectedBeforeAnythingIsWritten) {
+  const int64_t T = 64, N = 32, K = 64;
+  Dev X(DType::bf16, {T, K}), G(DType::bf16, {T, N + 8}), DW(DType::f32, {N, K});
+  DW.poison();
+  test::expect_argument_error([&] { ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, true); }, "dw",
+                              "differs from [N, K] = [40, 64]");
+  for (uint32_t v : DW.download<uint32_t>()) ASSERT_EQ(v, 0xffffffffu);
+}
+
+}  // namespace
+}  // namespace cake

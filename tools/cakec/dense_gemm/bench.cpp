@@ -1,0 +1,192 @@
+// cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, wgrad
+// accumulating into f32) against cublasGemmEx (default algorithm, FP32 compute, same dtypes;
+// beta = 1 for the accumulate) in one process. CUDA events, L2 flushed before each timed
+// call, the two timed in turn rep by rep; VS_CUBLAS is the median over reps of cuBLAS's time
+// / cake's (bench_stats.hpp). Each row's roofline is the larger of its bytes at the copy
+// bandwidth and its FLOPs at cuBLAS's 8192^3 rate, both measured at the start of the run;
+// ROOF% is the share of it each reaches. Outputs are compared with cuBLAS's (--no-check skips).
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "bench_util.hpp"
+#include "cli_common.hpp"
+#include "cublas_loader.hpp"
+#include "dense_gemm_ops.hpp"
+#include "error.hpp"
+
+namespace cakec {
+namespace {
+
+struct Args {
+  std::vector<int64_t> ks{4096}, ns{32, 64, 128, 512, 1024}, ts{1024, 4097, 16173, 32768, 65537, 131072};
+  std::vector<std::string> ops{"fwd", "dgrad", "wgrad", "wgrad_acc"};
+  int reps = 10;
+  std::string cublas;
+  bool check = true;
+};
+
+constexpr DLDataType kBf16{kDLBfloat, 16, 1}, kF32{kDLFloat, 32, 1};
+
+DLTensor tensor(const cake::DeviceBuffer& b, DLDataType dt, std::vector<int64_t>& shape) {
+  DLTensor t{};
+  t.data = b.ptr();
+  t.device = {kDLCUDA, 0};
+  t.ndim = int(shape.size());
+  t.dtype = dt;
+  t.shape = shape.data();
+  return t;
+}
+
+void check_cublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw cake::Error(std::string(what) + ": " + cublas_status_name(s));
+}
+
+class Bench {
+ public:
+  Bench(const Args& a, int64_t max_t, int64_t max_n, int64_t max_k)
+      : a_(a), rt_(cake::RuntimeOptions{}), lib_(a.cublas),
+        x_(size_t(max_t * max_k) * 2), dy_(size_t(max_t * max_n) * 2), w_(size_t(max_n * max_k) * 2),
+        out_(size_t(max_t * std::max(max_n, max_k)) * 4), ref_(out_.bytes()) {
+    if (!lib_.available()) throw cake::Error("cuBLAS: " + lib_.missing_reason());
+    handle_ = std::make_unique<CublasHandle>(lib_, reinterpret_cast<cudaStream_t>(timer_.stream));
+    fill_random(x_.get(), size_t(max_t * max_k), 1);
+    fill_random(dy_.get(), size_t(max_t * max_n), 2);
+    fill_random(w_.get(), size_t(max_n * max_k), 3);
+    CAKE_CU(cuCtxSynchronize());
+    measure_bounds();
+  }
+
+  // The copy bandwidth (a 1 GiB device-to-device copy: 2 GiB moved) and cuBLAS's bf16 rate
+  // at 8192^3.
+  void measure_bounds() {
+    cake::DeviceBuffer a(size_t(1) << 30), b(size_t(1) << 30);
+    const double copy_ms = timer_.median_ms([&] { CAKE_CU(cuMemcpyDtoDAsync(b.get(), a.get(), a.bytes(), timer_.stream)); });
+    bytes_per_ms_ = 2.0 * double(a.bytes()) / copy_ms;
+    const int s = 8192;
+    cake::DeviceBuffer m(size_t(s) * s * 2), c(size_t(s) * s * 2);
+    fill_random(m.get(), size_t(s) * s, 4);
+    const double gemm_ms = timer_.median_ms([&] { gemm(CUBLAS_OP_T, CUBLAS_OP_N, s, s, s, m.ptr(), s, m.ptr(), s, c.ptr(), s, false, false); });
+    flops_per_ms_ = 2.0 * s * double(s) * s / gemm_ms;
+    std::printf("cakec bench dense_gemm: %s; copy %.0f GB/s, cuBLAS bf16 8192^3 %.0f TFLOP/s; bf16 in, fp32 compute; median "
+                "of %d in turn, L2 flushed\n",
+                cake::Driver::instance().device(0).name.c_str(), bytes_per_ms_ / 1e6, flops_per_ms_ / 1e9, a_.reps);
+    std::printf("%-9s %6s %5s %7s  %9s %9s  %9s  %6s %6s  %s\n", "OP", "K", "N", "T", "CAKE_MS", "CUBLAS_MS",
+                "VS_CUBLAS", "ROOF%c", "ROOF%b", "ROUTE / CHECK");
+  }
+
+  // Column-major cublasGemmEx, C = op(A) op(B), bf16 A and B, C bf16 or f32 (beta 1 with acc).
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B,
+            int ldb, void* C, int ldc, bool f32, bool acc) {
+    const float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
+    check_cublas(handle_->api().cublasGemmEx(handle_->get(), ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B,
+                                             CUDA_R_16BF, ldb, &beta, C, f32 ? CUDA_R_32F : CUDA_R_16BF, ldc,
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  }
+
+  // Row-major y = x w^T, dx = dy w, dw = dy^T x as column-major GEMMs of the transposes.
+  void cublas_op(const std::string& op, int64_t t, int64_t n, int64_t k) {
+    const int T = int(t), N = int(n), K = int(k);
+    if (op == "fwd") gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, w_.ptr(), K, x_.ptr(), K, ref_.ptr(), N, false, false);
+    else if (op == "dgrad") gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, w_.ptr(), K, dy_.ptr(), N, ref_.ptr(), K, false, false);
+    else gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, x_.ptr(), K, dy_.ptr(), N, ref_.ptr(), K, op == "wgrad_acc", op == "wgrad_acc");
+  }
+
+  cake::Launch prepare(const std::string& op, int64_t t, int64_t n, int64_t k) {
+    std::vector<int64_t> tk{t, k}, tn{t, n}, nk{n, k};
+    DLTensor x = tensor(x_, kBf16, tk), dy = tensor(dy_, kBf16, tn), w = tensor(w_, kBf16, nk);
+    if (op == "fwd") return cake::ops::prepare_dense_gemm_fwd(rt_, tensor(out_, kBf16, tn), x, w);
+    if (op == "dgrad") return cake::ops::prepare_dense_gemm_dgrad(rt_, tensor(out_, kBf16, tk), dy, w);
+    const bool acc = op == "wgrad_acc";
+    return cake::ops::prepare_dense_gemm_wgrad(rt_, tensor(out_, acc ? kF32 : kBf16, nk), dy, x, acc);
+  }
+
+  // The bytes a row must move: its inputs read once, its output written (and read, accumulating).
+  static double bytes(const std::string& op, int64_t t, int64_t n, int64_t k) {
+    const double in = 2.0 * (op == "fwd" ? t * k + n * k : op == "dgrad" ? t * n + n * k : t * n + t * k);
+    const double out = op == "fwd" ? 2.0 * t * n : op == "dgrad" ? 2.0 * t * k : op == "wgrad" ? 2.0 * n * k : 8.0 * n * k;
+    return in + out;
+  }
+
+  // cake's output against cuBLAS's: relative Frobenius difference over the first 1M elements.
+  std::string compare(const std::string& op, int64_t t, int64_t n, int64_t k) const {
+    const bool f32 = op == "wgrad_acc";
+    const size_t elems = size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k), count = std::min<size_t>(elems, 1 << 20);
+    std::vector<float> got(count), want(count);
+    auto read = [&](const cake::DeviceBuffer& b, std::vector<float>& v) {
+      if (f32) {
+        CAKE_CU(cuMemcpyDtoH(v.data(), b.get(), count * 4));
+        return;
+      }
+      std::vector<uint16_t> h(count);
+      CAKE_CU(cuMemcpyDtoH(h.data(), b.get(), count * 2));
+      for (size_t i = 0; i < count; ++i) v[i] = bf16_to_float(h[i]);
+    };
+    CAKE_CU(cuCtxSynchronize());
+    read(out_, got), read(ref_, want);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < count; ++i) num += double(got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
+    const double rel = std::sqrt(num / std::max(den, 1e-300));
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s %.1e", rel <= 1e-2 ? "ok" : "BAD", rel);
+    if (rel > 1e-2 || std::isnan(rel)) failed_ = true;
+    return buf;
+  }
+
+  void row(const std::string& op, int64_t t, int64_t n, int64_t k) {
+    cake::Launch l = prepare(op, t, n, k);
+    const size_t out_bytes = size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k) * (op == "wgrad_acc" ? 4 : 2);
+    CAKE_CU(cuMemsetD8(out_.get(), 0, out_bytes));  // accumulate: both start from zeros and add as often
+    CAKE_CU(cuMemsetD8(ref_.get(), 0, out_bytes));
+    std::vector<TimedCall> calls;
+    const auto med = timer_.median_ms_interleaved(
+        {[&] { l.launch(timer_.stream); }, [&] { cublas_op(op, t, n, k); }}, a_.reps, true, &calls);
+    const double roof = std::max(bytes(op, t, n, k) / bytes_per_ms_, 2.0 * t * double(n) * k / flops_per_ms_);
+    const std::string route = l.plan() ? l.plan()->route : "(none)";
+    std::printf("%-9s %6lld %5lld %7lld  %9.4f %9.4f  %8.3fx  %5.1f%% %5.1f%%  %s %s\n", op.c_str(), (long long)k,
+                (long long)n, (long long)t, med[0], med[1], median_rep_ratio(calls), 100 * roof / med[0],
+                100 * roof / med[1], route.c_str(), a_.check ? compare(op, t, n, k).c_str() : "");
+    std::fflush(stdout);
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  const Args& a_;
+  cake::Runtime rt_;
+  Timer timer_;
+  Cublas lib_;
+  std::unique_ptr<CublasHandle> handle_;
+  cake::DeviceBuffer x_, dy_, w_, out_, ref_;
+  double bytes_per_ms_ = 0, flops_per_ms_ = 0;
+  mutable bool failed_ = false;
+};
+
+int run(const Args& a) {
+  use_primary_context("dense_gemm");
+  auto biggest = [](const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); };
+  Bench bench(a, biggest(a.ts), biggest(a.ns), biggest(a.ks));
+  for (int64_t k : a.ks)
+    for (int64_t n : a.ns)
+      for (int64_t t : a.ts)
+        for (const std::string& op : a.ops) bench.row(op, t, n, k);
+  if (bench.failed()) std::printf("\nFAILED: a row differs from cuBLAS\n");
+  return bench.failed() ? kFailure : kOk;
+}
+
+}  // namespace
+
+void add_bench_dense_gemm(CLI::App& bench, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* c = bench.add_subcommand("dense_gemm", "Projection GEMM fwd/dgrad/wgrad against cublasGemmEx, with rooflines");
+  c->add_option("--k", a->ks, "K, the input width (default 4096)")->check(CLI::PositiveNumber);
+  c->add_option("--n", a->ns, "N, the output width (default 32 64 128 512 1024)")->check(CLI::PositiveNumber);
+  c->add_option("--t", a->ts, "T, tokens (default 1024 4097 16173 32768 65537 131072)")->check(CLI::PositiveNumber);
+  c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
+  c->add_option("--reps", a->reps, "timed calls per contender and row (default 10)")->check(CLI::Range(1, 1000));
+  c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
+  c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the comparison with cuBLAS's output");
+  c->callback([&exit_code, a] { exit_code = run(*a); });
+}
+
+}  // namespace cakec
