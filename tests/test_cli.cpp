@@ -215,6 +215,26 @@ TEST(Cli, PlanNoRouteExitsOne) {
   EXPECT_NE(r.out.find("unknown op 'nothing.here'"), std::string::npos) << r.out;
 }
 
+// A family's plan notes (FamilyOps::plan_notes) print under the plan and go into the JSON:
+// here how the dense wgrad at T = 16173 splits its last wave, the same with or without
+// --nondeterministic (every candidate is deterministic).
+TEST(Cli, PlanPrintsTheFamilysNotes) {
+  for (std::string extra : {"", " --nondeterministic"}) {
+    auto r = run(kCakec + " plan --op dense_gemm.wgrad --arch sm_90a --sms 132 --dim t=16173 --dim n=64 --dim k=4096"
+                          " --dim b=1 --dtype dw=f32 --accumulate" + extra);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x256  (accumulate fused, deterministic"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("note: tail split: the last 16 tiles run as 3 parts each"), std::string::npos) << r.out;
+  }
+  auto r = run(kCakec + " plan --json --op dense_gemm.fwd --arch sm_90a --sms 132 --dim t=131072 --dim n=1024"
+                        " --dim k=4096 --dim b=1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["notes"].size(), 2u) << r.out;
+  EXPECT_EQ(j["notes"][1], "tail split: none (8 waves or more: the tail is a small share)");
+}
+
 TEST(Cli, PlanJson) {
   auto r = run(kCakec + " plan --json --op elementwise.add --arch sm_90a --sms 132 --dim n=4096"
                         " --dtype out=bf16 --dtype a=bf16 --dtype b=bf16");

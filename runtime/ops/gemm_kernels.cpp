@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "driver.hpp"
@@ -200,6 +201,56 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
     ls.block[0] = unsigned(threads);
     ls.smem = unsigned(smem);
   };
+}
+
+std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_t groups, int64_t n, int64_t k,
+                                          int device_sms) {
+  if (plan.stages.empty()) return {};
+  const Program& prog = *plan.stages[0].program;
+  if (prog.params.value("kind", "") != "sm90") return {};
+  const std::string op = prog.params.at("op").get<std::string>();
+  const int64_t bm = prog.params.at("tile_m").get<int64_t>(), bn = prog.params.at("tile_n").get<int64_t>();
+  auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  if (!prog.params.contains("workspace_per_sm"))
+    return {"tail split: none (" + prog.name + " has no split workspace)"};
+  if (rows == 0)
+    return {"tail split: decided on the device from the group sizes in offs (deterministic either way)"};
+  const bool wgrad = op == "wgrad";
+  // Tiles: wgrad's C is [N, K] per group, reduced over the group's rows; fwd's [rows, N] and
+  // dgrad's [rows, K] per group, reduced over K and N.
+  const int64_t tiles = wgrad ? groups * cdiv(n, bm) * cdiv(k, bn) : groups * cdiv(rows, bm) * cdiv(op == "fwd" ? n : k, bn);
+  const int64_t red = wgrad ? rows : op == "fwd" ? k : n;
+  char waves[128];
+  std::snprintf(waves, sizeof(waves), "%lld tiles of %lld x %lld on %d SMs (%.2f waves), each over %lld %s",
+                (long long)tiles, (long long)bm, (long long)bn, device_sms, double(tiles) / device_sms, (long long)red,
+                wgrad ? "rows" : "reduction elements");
+  std::vector<std::string> notes{waves};
+  if (tiles > INT_MAX) return notes;
+  gemm::TailSplit split;
+  std::string none;
+  if (wgrad && groups > gemm::kMaxSortedGroups) {
+    none = "over " + std::to_string(gemm::kMaxSortedGroups) + " groups";
+  } else {
+    split = wgrad ? gemm::even_wgrad_split(device_sms, int(tiles), int(rows))
+                  : gemm::row_op_split(device_sms, int(tiles), int(cdiv(red, 64)));
+    if (split.parts <= 1)
+      none = tiles % device_sms == 0 ? "the tiles fill whole waves"
+             : !wgrad && tiles >= gemm::kRowOpSplitWaves * device_sms
+                 ? std::to_string(gemm::kRowOpSplitWaves) + " waves or more: the tail is a small share"
+                 : "no split into parts of at least " +
+                       (wgrad ? std::to_string(gemm::kMinSplitPartRows) + " rows"
+                              : std::to_string(gemm::kRowOpSplitBlocks * 64) + " reduction elements") +
+                       " shortens the tail";
+  }
+  if (split.parts <= 1) {
+    notes.push_back("tail split: none (" + none + ")");
+  } else {
+    notes.push_back("tail split: the last " + std::to_string(split.tiles) + " tiles run as " +
+                    std::to_string(split.parts) + " parts each over equal shares of the reduction, each part adding "
+                    "its predecessor's sum in a fixed order (deterministic; planned for the device's SMs, so max_sms "
+                    "does not change it)");
+  }
+  return notes;
 }
 
 KernelArgs gemm_kernel_args(const Program& program, int) {

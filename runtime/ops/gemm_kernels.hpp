@@ -53,6 +53,12 @@ struct GemmCall {
 // split is planned for, so that a capped grid computes the same bits.
 Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_sms);
 
+// How an sm90 program's launch splits its last wave (gemm_contract.h, TailSplit), for a plan's
+// notes: `rows` is each group's (uniform groups; 0: the groups come from device offsets, and
+// the kernel decides from them), `groups` their count. Empty for a portable program.
+std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_t groups, int64_t n, int64_t k,
+                                          int device_sms);
+
 // The struct a GEMM program's kernel takes, by its "kind" param (FamilyOps::kernel_args).
 KernelArgs gemm_kernel_args(const Program& program, int kernel);
 

@@ -75,12 +75,18 @@ struct FamilyOps {
   // What the binders pack for a program's kernel. Every bind is checked against it, and a
   // test checks it against each compiled kernel's parameter list (tests/test_nvrtc.cpp).
   std::function<KernelArgs(const Program& program, int kernel)> kernel_args;
+  // What the family's kernels will decide from the problem that the plan does not show (a
+  // tail split, say), as lines `cakec plan` prints under the plan. May be empty.
+  std::function<std::vector<std::string>(const Problem& problem, const Plan& plan, const Device& device)> plan_notes;
 };
 
 // Every family with a runtime/ops/<family>/ folder, in name order.
 const std::vector<const FamilyOps*>& op_families();
 const FamilyOps* find_family(const std::string& name);
 const OpSpec* find_op(const std::string& op);
+
+// The plan notes of the problem's family (FamilyOps::plan_notes); none when it has none.
+std::vector<std::string> plan_notes(const Problem& problem, const Plan& plan, const Device& device);
 
 // Throws unless `ls` holds exactly the argument `family` declares for the stage's kernel.
 void check_packed_args(const FamilyOps& family, const PlannedStage& stage, const LaunchStage& ls);

@@ -25,6 +25,11 @@ const FamilyOps* find_family(const std::string& name) {
   return nullptr;
 }
 
+std::vector<std::string> plan_notes(const Problem& problem, const Plan& plan, const Device& device) {
+  const FamilyOps* f = find_family(problem.op.substr(0, problem.op.find('.')));
+  return f && f->plan_notes ? f->plan_notes(problem, plan, device) : std::vector<std::string>{};
+}
+
 const OpSpec* find_op(const std::string& op) {
   for (const FamilyOps* f : op_families())
     for (const OpSpec& s : f->ops)

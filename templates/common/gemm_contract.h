@@ -38,6 +38,56 @@ constexpr int kScheduleCounters = 2, kMaxSplitSlots = 1022;
 constexpr int kCounterInts = kScheduleCounters + kMaxSplitSlots;
 constexpr int kMaxSplitParts = 4;
 
+// The tail split: a launch of `work` tiles of one length on `ctas` SMs runs its last wave's
+// (work mod ctas) tiles as parts over equal shares of their k blocks, each part adding its
+// predecessor's sum to its own in a fixed order (deterministic stream-K). The kernel decides
+// on the device (sm90_gemm.cuh, Scheduler); a host can tell from the dims what it will do
+// when the tiles are known (uniform groups). `ctas` is the device's SM count, not the grid's,
+// so a capped grid computes the same bits.
+struct TailSplit {
+  int parts = 1, tiles = 0;  // parts 1: no split
+};
+
+// The parts (at most `most`, kMaxSplitParts) that minimise the tail, ceil(p r / ctas) / p tile
+// times, for the last r = work mod ctas tiles.
+CAKE_HOST_DEVICE constexpr TailSplit split_last(int ctas, int work, int most) {
+  const int r = work % ctas;
+  if (r == 0) return {};
+  most = most < kMaxSplitParts ? most : kMaxSplitParts;
+  int best = 1;
+  for (int p = 2; p <= most; ++p)
+    if ((p * r + ctas - 1) / ctas * best < (best * r + ctas - 1) / ctas * p) best = p;
+  if (best == 1) return {};
+  return {best, r};
+}
+
+// A wgrad part's rows, at least: passing a 128 KB sum on costs a part about as much as a
+// tile's idle tail saves until parts are about this long (docs/decisions.md: shorter parts
+// ran slower than no split on the H200).
+constexpr int kMinSplitPartRows = 4096;
+
+// wgrad walks its groups largest first when it has at most this many (the order table's room
+// in shared memory); it splits its tail only then.
+constexpr int kMaxSortedGroups = 256;
+
+// wgrad over groups of one size (`rows` each; tiles as long as their group): the last wave
+// splits into parts of at least kMinSplitPartRows rows.
+CAKE_HOST_DEVICE constexpr TailSplit even_wgrad_split(int ctas, int work, int rows) {
+  if (ctas <= 0 || ctas > kMaxSplitSlots) return {};
+  return split_last(ctas, work, rows / kMinSplitPartRows);
+}
+
+// fwd and dgrad: every tile runs over all of K (N), so the SMs run in step, and a launch of a
+// few waves of tiles loses up to a tile's time of its few on the last part wave. Under
+// kRowOpSplitWaves waves its last tiles split, into parts of at least kRowOpSplitBlocks k
+// blocks of 64. More waves: the tail is a small share, and splitting every launch measured
+// 0.5-1.3 % slower on the bench's rows (docs/decisions.md).
+constexpr int kRowOpSplitWaves = 8, kRowOpSplitBlocks = 16;
+CAKE_HOST_DEVICE constexpr TailSplit row_op_split(int ctas, int total, int k_blocks) {
+  if (ctas <= 0 || ctas > kMaxSplitSlots || total >= kRowOpSplitWaves * ctas) return {};
+  return split_last(ctas, total, k_blocks / kRowOpSplitBlocks);
+}
+
 // The sm90 kernel's argument. `sched` null: round-robin tiles (clusters of 2 need none);
 // `split_ws` null: no tail split, else split_ctas x tile_m x tile_n floats, planned for
 // `split_ctas` CTAs (the device's SMs, whatever the grid).

@@ -258,15 +258,6 @@ struct Tile {
   int kb0, kb1, part, parts, slot;
 };
 
-// A part's rows, at least: passing a 128 KB sum on costs a part about as much as a tile's
-// idle tail saves until parts are about this long (docs/decisions.md: shorter parts ran
-// slower than no split on the H200).
-constexpr int kMinSplitPartRows = 4096;
-// fwd and dgrad split the last wave's tiles only in launches of fewer waves than this, into
-// parts of at least this many k blocks (plan_split_rows; the measurements are in
-// docs/decisions.md).
-constexpr int kRowOpSplitWaves = 8, kRowOpSplitBlocks = 16;
-
 // Walks unit indices (increasing per cluster) to tiles. A unit is kCluster row blocks side by
 // side with one column block: the CTAs of a cluster take one row block each and share the B
 // tile (multicast). Offsets are clamped to [previous, M] so a malformed offs never leads
@@ -401,31 +392,20 @@ struct Scheduler {
       total += last;
       return;
     }
-    split_last(ctas, work, min_rows / kMinSplitPartRows);
+    apply(even_wgrad_split(ctas, work, min_rows), work);
   }
 
-  // fwd and dgrad: every tile runs over all of K (N), so the SMs run in step, and a launch of
-  // a few waves of tiles loses up to a tile's time of its few on the last part wave. Under
-  // kRowOpSplitWaves waves its last tiles split as wgrad's of one size do, into parts of at
-  // least kRowOpSplitBlocks k blocks. More waves: the tail is a small share, and splitting
-  // every launch measured 0.5-1.3 % slower on the bench's rows (docs/decisions.md).
+  // fwd and dgrad (gemm_contract.h, row_op_split).
   __device__ void plan_split_rows(int ctas, int k_blocks) {
-    if (kOp == kOpWgrad || ctas <= 0 || ctas > kMaxSplitSlots || total >= kRowOpSplitWaves * ctas) return;
-    split_last(ctas, total, k_blocks / kRowOpSplitBlocks);
+    if (kOp == kOpWgrad) return;
+    apply(row_op_split(ctas, total, k_blocks), total);
   }
 
-  // Splits the last (work mod ctas) of `work` tiles of one length into the parts (at most
-  // `most`) that minimise the tail, ceil(p r / ctas) / p tile times.
-  __device__ void split_last(int ctas, int work, int most) {
-    const int r = work % ctas;
-    if (r == 0) return;
-    most = most < kMaxSplitParts ? most : kMaxSplitParts;
-    int best = 1;
-    for (int p = 2; p <= most; ++p)
-      if ((p * r + ctas - 1) / ctas * best < (best * r + ctas - 1) / ctas * p) best = p;
-    if (best == 1) return;
-    parts = best, split_tiles = r, split_first = work - r;
-    total += r * (best - 1);
+  // Runs the last `split.tiles` of `work` tiles as `split.parts` units each.
+  __device__ void apply(TailSplit split, int work) {
+    if (split.parts <= 1) return;
+    parts = split.parts, split_tiles = split.tiles, split_first = work - split.tiles;
+    total += split.tiles * (split.parts - 1);
   }
 };
 
@@ -521,9 +501,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   Scheduler<kOp, kBM, kBN, kRasterBand, kCluster> tiles(offs, num_groups, m, c_rows, c_cols, rank);
   // The group order table lives in the slack after the barriers and the tile ring:
   // sm90_smem_bytes keeps 2048 bytes for alignment and those, so at least 780 remain (up to 8
-  // stages) whatever the alignment of dynamic shared memory: room for kMaxSorted 2-byte entries.
-  constexpr int kMaxSorted = 256;
-  if (kOp == kOpWgrad && num_groups <= kMaxSorted)
+  // stages) whatever the alignment of dynamic shared memory: room for kMaxSortedGroups 2-byte
+  // entries (more groups: natural order, and no tail split).
+  if (kOp == kOpWgrad && num_groups <= kMaxSortedGroups)
     tiles.sort_groups(reinterpret_cast<unsigned short*>(smem_raw + (tile_empty + 16 + 2 * kSlotInts * 4 - raw)));
   // The split's flags follow the schedule's two counters; its sums go through split_ws.
   if (dynamic && split_ws != nullptr) {

@@ -5,6 +5,7 @@
 
 #include "fixtures.hpp"
 #include "gemm_contract.h"
+#include "op_family.hpp"
 #include "planner.hpp"
 #include "test_util.hpp"
 
@@ -85,6 +86,42 @@ TEST_F(DenseGemmRoutes, EveryCandidateIsDeterministic) {
         ++seen;
       }
   EXPECT_GT(seen, 10);
+}
+
+// What `cakec plan` prints under a dense plan on Hopper: the tiles and how the kernel will
+// split the last wave, computed by the contract's rule the kernel runs (gemm_contract.h).
+TEST_F(DenseGemmRoutes, PlanNotesSayTheTailSplitAndWhy) {
+  auto notes = [&](const std::string& op, int64_t t, int64_t n, int64_t b = 1) {
+    Problem p = problem(op, n, op == "wgrad" ? "f32" : "bf16", op == "wgrad", t, 4096, b);
+    auto r = plan(p, hopper_);
+    EXPECT_TRUE(r.ok()) << r.error;
+    std::string all;
+    for (const auto& line : ops::plan_notes(p, *r.plan, hopper_)) all += line + "\n";
+    return all;
+  };
+  std::string s = notes("wgrad", 16173, 64);
+  EXPECT_NE(s.find("16 tiles of 128 x 256 on 132 SMs (0.12 waves), each over 16173 rows"), std::string::npos) << s;
+  EXPECT_NE(s.find("the last 16 tiles run as 3 parts each"), std::string::npos) << s;  // 16173 / 4096 rows
+  EXPECT_EQ(gemm::even_wgrad_split(132, 16, 16173).parts, 3);
+  s = notes("wgrad", 131072, 64);
+  EXPECT_NE(s.find("run as 4 parts"), std::string::npos) << s;  // kMaxSplitParts
+  s = notes("wgrad", 4097, 64);
+  EXPECT_NE(s.find("tail split: none (no split into parts of at least 4096 rows shortens the tail)"), std::string::npos)
+      << s;
+  s = notes("wgrad", 8192, 64, 300);
+  EXPECT_NE(s.find("tail split: none (over 256 groups)"), std::string::npos) << s;
+  s = notes("fwd", 1024, 32);
+  EXPECT_NE(s.find("8 tiles of 128 x 256"), std::string::npos) << s;
+  EXPECT_NE(s.find("the last 8 tiles run as 4 parts"), std::string::npos) << s;
+  s = notes("fwd", 131072, 1024);
+  EXPECT_NE(s.find("tail split: none (8 waves or more: the tail is a small share)"), std::string::npos) << s;
+  s = notes("dgrad", 33 * 128, 64);  // 33 row blocks x 16 column blocks = 4 waves of 132
+  EXPECT_NE(s.find("tail split: none (the tiles fill whole waves)"), std::string::npos) << s;
+  // The portable programs split nothing: no notes.
+  Problem p = problem("wgrad", 64, "f32", false);
+  auto r = plan(p, ampere_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(ops::plan_notes(p, *r.plan, ampere_).empty());
 }
 
 }  // namespace

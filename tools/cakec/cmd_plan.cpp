@@ -24,14 +24,18 @@ int run_plan(const Globals& g, const PlanArgs& a) {
     return ctx.rule->check(p, arch);
   });
   cake::PlanResult r = planner.plan(problem, device);
+  const std::vector<std::string> notes =
+      r.ok() ? cake::ops::plan_notes(problem, *r.plan, device) : std::vector<std::string>{};
   if (a.json) {
     nlohmann::json j = cake::plan_json(r);
     j["assumed"] = assumed;
+    j["notes"] = notes;
     std::cout << j.dump(2) << "\n";
   }
   else {
     if (!assumed.empty()) std::cout << "assumed (the op's first dtypes, 256-byte aligned): " << assumed << "\n";
     std::cout << cake::format_plan(r, problem, device);
+    for (const std::string& n : notes) std::cout << "note: " << n << "\n";
   }
   return r.ok() ? kOk : kFailure;
 }

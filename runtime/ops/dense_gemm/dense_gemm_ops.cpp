@@ -95,7 +95,10 @@ const FamilyOps& op_family_dense_gemm() {
         {{"dw", {DType::f32, DType::bf16}, true}, {"dy", bf16}, {"x", bf16}},
         true, false, [](const OpCall& c) { return make_plan(gemm::kOpWgrad, "dense_gemm.wgrad", c); }}},
       {},
-      gemm_kernel_args};
+      gemm_kernel_args,
+      [](const Problem& p, const Plan& plan, const Device& d) {
+        return gemm_split_notes(plan, p.dims.at("t"), p.dims.at("b"), p.dims.at("n"), p.dims.at("k"), d.sm_count);
+      }};
   return family;
 }
 

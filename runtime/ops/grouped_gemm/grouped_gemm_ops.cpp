@@ -77,7 +77,10 @@ const FamilyOps& op_family_grouped_gemm() {
         {{"dw", {DType::f32, DType::bf16}, true}, {"g", bf16}, {"x", bf16}, {"offs", i32}},
         true, false, [](const OpCall& c) { return make_plan(gemm::kOpWgrad, "grouped_gemm.wgrad", c); }}},
       {},
-      gemm_kernel_args};
+      gemm_kernel_args,
+      [](const Problem& p, const Plan& plan, const Device& d) {
+        return gemm_split_notes(plan, 0, p.dims.at("e"), p.dims.at("n"), p.dims.at("k"), d.sm_count);
+      }};
   return family;
 }
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# GPU test (ctest label gpu): `cakec bench dense_gemm` on small rows: every op's row runs, is
+# checked ok against cuBLAS's output, and names cake's route; the header has the measured copy
+# bandwidth and GEMM rate. Skips (exit 77) where the bench says it needs a GPU.
+#   tests/dense_gemm/bench_dense_gemm_smoke.sh CAKEC
+set -uo pipefail
+cakec=$1
+fail() { echo "FAIL: $*"; exit 1; }
+out=$("$cakec" bench dense_gemm --k 512 --n 32 128 --t 1 4097 --reps 3 2>&1)
+rc=$?
+if [ "$rc" != 0 ] && grep -q "needs a GPU" <<<"$out"; then
+  echo "SKIP: $out"
+  exit 77
+fi
+echo "$out"
+[ "$rc" = 0 ] || fail "rc $rc"
+grep -qE "copy [0-9]+ GB/s, cuBLAS bf16 8192\^3 [0-9]+ TFLOP/s" <<<"$out" || fail "no measured bounds in the header"
+# Rows: OP K N T CAKE_MS CUBLAS_MS VS_CUBLAS ROOF%c ROOF%b ROUTE CHECK REL
+for op in fwd dgrad wgrad wgrad_acc; do
+  [ "$(awk -v op=$op '$1 == op && $2 == 512 && $11 == "ok"' <<<"$out" | wc -l)" = 4 ] || fail "$op: expected four rows checked ok"
+done
+grep -q "wgrad_acc_f32_fused" <<<"$out" || fail "wgrad_acc does not name its fused route"
