@@ -221,14 +221,14 @@ TEST(Cli, PlanNoRouteExitsOne) {
 TEST(Cli, PlanPrintsTheFamilysNotes) {
   for (std::string extra : {"", " --nondeterministic"}) {
     auto r = run(kCakec + " plan --op dense_gemm.wgrad --arch sm_90a --sms 132 --dim t=16173 --dim n=64 --dim k=4096"
-                          " --dim b=1 --dtype dw=f32 --accumulate" + extra);
+                          " --dim b=1 --dim kn=0 --dtype dw=f32 --accumulate" + extra);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x256  (accumulate fused, deterministic"),
               std::string::npos) << r.out;
     EXPECT_NE(r.out.find("note: tail split: the last 16 tiles run as 3 parts each"), std::string::npos) << r.out;
   }
   auto r = run(kCakec + " plan --json --op dense_gemm.fwd --arch sm_90a --sms 132 --dim t=131072 --dim n=1024"
-                        " --dim k=4096 --dim b=1");
+                        " --dim k=4096 --dim b=1 --dim kn=0");
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["notes"].size(), 2u) << r.out;

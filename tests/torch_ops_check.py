@@ -148,6 +148,10 @@ for shape_x, shape_w in [((1000, 512), (64, 512)), ((3, 300, 256), (3, 128, 256)
     close(dwd, before + gd.double().transpose(-2, -1) @ xd.double(), 1e-3, 1e-4, f"dense_gemm.wgrad {shape_x} vs FP64")
     if not batched:
         close(yd, torch.nn.functional.linear(xd, wd), 2e-2, 2e-2, "dense_gemm.fwd vs F.linear")
+        w_kn = wd.t().contiguous()  # a weight kept [K, N], passed as its transposed view
+        y_kn = torch.empty_like(yd)
+        cake.runtime().run("dense_gemm.fwd", y=y_kn, x=xd, w=w_kn.t())
+        close(y_kn, yref, 1e-2, 1e-2, "dense_gemm.fwd, w stored [K, N], vs FP64")
 
 # -- deterministic mode: a non-deterministic request runs deterministic (and logs once)
 torch.use_deterministic_algorithms(True)

@@ -19,20 +19,38 @@ const OpSpec kOps[] = {{{"fwd", gemm::kOpFwd}, "x", "w", "y"},
                        {{"dgrad", gemm::kOpDgrad}, "dy", "w", "dx"},
                        {{"wgrad", gemm::kOpWgrad}, "dy", "x", "dw"}};
 
-json window(const OpSpec& op, const std::string& arch, const std::string& out) {
+// The weight (for wgrad, dw) is stored [N, K] (kn = 0) or [K, N] (kn = 1, a transposed view).
+// [K, N] runs the other row op's kernel, or wgrad's with its operands swapped: x w with w [K, N]
+// is dgrad's form, dy w^T is fwd's, x^T dy is wgrad's with the roles of dy and x exchanged.
+struct Layout {
+  int kn;
+  const char* tag;  // in route names
+};
+const Layout kLayouts[] = {{0, ""}, {1, "_kn"}};
+
+// The kernel op and its operands that serve `op` in `layout`.
+OpSpec kernel_for(const OpSpec& op, const Layout& layout) {
+  if (layout.kn == 0) return op;
+  if (op.index == gemm::kOpFwd) return {{"dgrad", gemm::kOpDgrad}, "x", "w", "y"};
+  if (op.index == gemm::kOpDgrad) return {{"fwd", gemm::kOpFwd}, "dy", "w", "dx"};
+  return {{"wgrad", gemm::kOpWgrad}, "x", "dy", "dw"};
+}
+
+json window(const OpSpec& op, const Layout& layout, const std::string& arch, const std::string& out) {
   return {{"archs", {arch}},
+          {"dims", {{"kn", {layout.kn, layout.kn}}}},
           {"dtypes", {{op.a, "bf16"}, {op.b, "bf16"}, {op.out, out}}},
           {"divisible", {{"n", 8}, {"k", 8}}},
           {"align", {{op.a, 16}, {op.b, 16}, {op.out, 16}}}};
 }
 
-json gemm_stage(const std::string& program, const OpSpec& op, const std::string& out) {
-  return {{"program", program}, {"kernel", 0}, {"bind", {{"a", op.a}, {"b", op.b}, {"out", out}}}};
+json gemm_stage(const std::string& program, const OpSpec& kernel, const std::string& out) {
+  return {{"program", program}, {"kernel", 0}, {"bind", {{"a", kernel.a}, {"b", kernel.b}, {"out", out}}}};
 }
 
-std::string route_prefix(const OpSpec& op, const std::string& out, bool acc) {
-  if (op.index != gemm::kOpWgrad) return op.name;
-  return std::string(op.name) + (acc ? "_acc_" : "_") + out + (acc ? "_fused" : "");
+std::string route_prefix(const OpSpec& op, const Layout& layout, const std::string& out, bool acc) {
+  if (op.index != gemm::kOpWgrad) return op.name + std::string(layout.tag);
+  return std::string(op.name) + (acc ? "_acc_" : "_") + out + (acc ? "_fused" : "") + layout.tag;
 }
 
 }  // namespace
@@ -45,45 +63,54 @@ FamilySpec family_spec_dense_gemm() {
   const Sm90Tile sm90;
   const PortableTile portable;
   for (const OpSpec& op : kOps) {
-    json candidates = json::array();
+    // Each op's programs (its kernel op's, for every out kind), listed once.
     for (const auto& [out, acc] : out_kinds(op)) {
-      const std::string prefix = route_prefix(op, out, acc);
       ProgramSpec hp = sm90_program("dense", op, sm90, out, acc);
       // The compact stand-in serves a first call while the full program compiles (same bits).
       const ProgramSpec compact = sm90_program("dense", op, sm90, out, acc, true);
       hp.stand_in = compact.name;
       f.programs.push_back(compact);
       f.programs.push_back(hp);
-      json hopper = {{"name", prefix + "_sm90_" + sm90.tag()},
-                     {"stages", {gemm_stage(hp.name, op, op.out)}},
-                     {"window", window(op, "sm_90a", out)},
-                     {"note", acc ? "out += dW in the epilogue, rounded once to f32" : "TMA + wgmma, persistent"}};
-      if (acc) hopper["accumulate"] = "fused";
-      candidates.push_back(hopper);
-      const ProgramSpec pp = portable_program("dense", op, portable, out, acc);
-      f.programs.push_back(pp);
-      json port = {{"name", prefix + "_portable_" + portable.tag()},
-                   {"stages", {gemm_stage(pp.name, op, op.out)}},
-                   {"window", window(op, "sm_80+", out)},
-                   {"note", acc ? "out += dW in the epilogue (mma.sync)" : "mma.sync, any sm_80+ part"}};
-      if (acc) port["accumulate"] = "fused";
-      candidates.push_back(port);
+      f.programs.push_back(portable_program("dense", op, portable, out, acc));
     }
-    if (op.index == gemm::kOpWgrad) {
+  }
+  for (const OpSpec& op : kOps) {
+    json candidates = json::array();
+    for (const Layout& layout : kLayouts) {
+      const OpSpec kernel = kernel_for(op, layout);
+      for (const auto& [out, acc] : out_kinds(op)) {
+        const std::string prefix = route_prefix(op, layout, out, acc);
+        json hopper = {{"name", prefix + "_sm90_" + sm90.tag()},
+                       {"stages", {gemm_stage(sm90_program("dense", kernel, sm90, out, acc).name, kernel, op.out)}},
+                       {"window", window(op, layout, "sm_90a", out)},
+                       {"note", acc ? "out += dW in the epilogue, rounded once to f32" : "TMA + wgmma, persistent"}};
+        json port = {{"name", prefix + "_portable_" + portable.tag()},
+                     {"stages", {gemm_stage(portable_program("dense", kernel, portable, out, acc).name, kernel, op.out)}},
+                     {"window", window(op, layout, "sm_80+", out)},
+                     {"note", acc ? "out += dW in the epilogue (mma.sync)" : "mma.sync, any sm_80+ part"}};
+        if (layout.kn) {
+          hopper["note"] = port["note"] = std::string("[K, N] weight: the ") + kernel.name + " kernel" +
+                                          (op.index == gemm::kOpWgrad ? " with x and dy exchanged" : "");
+        }
+        if (acc) hopper["accumulate"] = "fused", port["accumulate"] = "fused";
+        candidates.push_back(hopper);
+        candidates.push_back(port);
+      }
+      if (op.index != gemm::kOpWgrad) continue;
       // Composed accumulate: dW into a scratch of dw's dtype, then dw = dw + scratch. For f32
       // it is bitwise the fused result and serves when no fused candidate can; bf16
       // accumulates only composed (dW rounded to bf16 first, as every route must agree).
       for (const std::string out : {"f32", "bf16"}) {
         const std::string add = out == "bf16" ? "ew_add_bf16_v8" : "ew_add_f32_v4";
         for (const auto& [tag, prog, arch] :
-             {std::tuple{"sm90", sm90_program("dense", op, sm90, out, false).name, "sm_90a"},
-              std::tuple{"portable", portable_program("dense", op, portable, out, false).name, "sm_80+"}}) {
+             {std::tuple{"sm90", sm90_program("dense", kernel, sm90, out, false).name, "sm_90a"},
+              std::tuple{"portable", portable_program("dense", kernel, portable, out, false).name, "sm_80+"}}) {
           candidates.push_back(
-              {{"name", "wgrad_acc_" + out + "_composed_" + tag},
+              {{"name", "wgrad_acc_" + out + "_composed" + layout.tag + "_" + tag},
                {"stages",
-                {gemm_stage(prog, op, "scratch"),
+                {gemm_stage(prog, kernel, "scratch"),
                  {{"program", add}, {"bind", {{"out", "dw"}, {"a", "dw"}, {"b", "scratch"}}}}}},
-               {"window", window(op, arch, out)},
+               {"window", window(op, layout, arch, out)},
                {"accumulate", "composed"},
                {"scratch", {{"dims", {"b", "n", "k"}}, {"dtype_of", "dw"}}},
                {"note", out == "bf16" ? "bf16 accumulates composed only: dW is rounded to bf16, then added"

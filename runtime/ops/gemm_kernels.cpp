@@ -137,6 +137,12 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
                     out = bound(s, args, "out", call.out),
                     offs = call.offs.empty() ? uintptr_t(0) : bound(s, args, "offs", call.offs);
     const std::string kind = s.program->params.at("kind").get<std::string>();
+    // The maps and the argument struct are the call's op's: a program of another op (a route
+    // that names the wrong program) would read them as its own.
+    static const char* const kOpNames[] = {"fwd", "dgrad", "wgrad"};
+    if (s.program->params.value("op", "") != kOpNames[op])
+      throw Error("program " + s.program->name + " computes " + s.program->params.value("op", "?") +
+                  ", the call's GEMM is " + kOpNames[op]);
     const int threads = param_int(s, "threads"), smem = param_int(s, "smem");
     if (kind == "sm90") {
       gemm::Sm90Args k{};

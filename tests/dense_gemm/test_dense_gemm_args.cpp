@@ -40,9 +40,14 @@ TEST_F(OpsArgs, DenseGemmForward) {
   FakeTensor xf(2 * kGiB, kF32, {kT, kK}), yf(1 * kGiB, kF32, {kT, kN});
   rejects([&] { fwd(y.dl, xf.dl, w.dl); }, "x", "dtype f32");
   rejects([&] { fwd(yf.dl, x.dl, w.dl); }, "y", "dtype f32");
-  // A [K, N] weight seen as [N, K] through strides is not served (yet): it must be contiguous.
-  FakeTensor wt(3 * kGiB, kBf16, {kN, kK}, {1, kN});
-  rejects([&] { fwd(y.dl, x.dl, wt.dl); }, "w", "contiguous");
+  // A weight stored [K, N] comes as its transposed view (strides 1, N) and is checked as the
+  // [K, N] tensor it is; other strides are refused.
+  FakeTensor wkn(3 * kGiB, kBf16, {kN, kK + 8}, {1, kN});
+  rejects([&] { fwd(y.dl, x.dl, wkn.dl); }, "w", "shape [56, 32] differs from [K, N] = [48, 32]");
+  FakeTensor wkna(3 * kGiB + 2, kBf16, {kN, kK}, {1, kN});
+  rejects([&] { fwd(y.dl, x.dl, wkna.dl); }, "w", "16-byte aligned");
+  FakeTensor wpad(3 * kGiB, kBf16, {kN, kK}, {1, kN + 8});
+  rejects([&] { fwd(y.dl, x.dl, wpad.dl); }, "w", "contiguous");
   FakeTensor xs(2 * kGiB, kBf16, {kT, kK}, {2 * kK, 1});
   rejects([&] { fwd(y.dl, xs.dl, w.dl); }, "x", "contiguous");
   FakeTensor xa(2 * kGiB + 8, kBf16, {kT, kK}), ya(1 * kGiB + 2, kBf16, {kT, kN});
@@ -125,6 +130,9 @@ TEST_F(OpsArgs, DenseGemmDgradAndWgrad) {
     rejects([&] { wgrad(dw64.dl, dy.dl, x.dl, acc); }, "dw", "dtype f64 not supported here (bf16, f32)");
     FakeTensor dwk(5 * kGiB, kF32, {kN, kK + 8});
     rejects([&] { wgrad(dwk.dl, dy.dl, x.dl, acc); }, "dw", "differs from [N, K] = [32, 48]");
+    FakeTensor dwkn(5 * kGiB, kF32, {kN, kK}, {1, kN}), xs(4 * kGiB, kBf16, {kT, kK + 8});
+    // dw [K, N] as a transposed view: checked against the dims the inputs give.
+    rejects([&] { wgrad(dwkn.dl, dy.dl, xs.dl, acc); }, "dw", "shape [48, 32] differs from [K, N] = [56, 32]");
     // An expanded dw would be read and written through several aliases while accumulating.
     FakeTensor dwx(5 * kGiB, kF32, {kN, kK}, {0, 1});
     rejects([&] { wgrad(dwx.dl, dy.dl, x.dl, acc); }, "dw", "contiguous");

@@ -3,6 +3,8 @@
 // and the programs as the shared GEMM kernels with this family's tiles.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "fixtures.hpp"
 #include "gemm_contract.h"
 #include "op_family.hpp"
@@ -21,7 +23,7 @@ class DenseGemmRoutes : public ::testing::Test {
                          bool accumulate = false, int64_t t = 16173, int64_t k = 4096, int64_t b = 1) {
     Problem p;
     p.op = "dense_gemm." + op;
-    p.dims = {{"t", t}, {"n", n}, {"k", k}, {"b", b}};
+    p.dims = {{"t", t}, {"n", n}, {"k", k}, {"b", b}, {"kn", 0}};
     p.accumulate = accumulate;
     std::vector<std::string> names = op == "fwd"     ? std::vector<std::string>{"y", "x", "w"}
                                      : op == "dgrad" ? std::vector<std::string>{"dx", "dy", "w"}
@@ -73,6 +75,37 @@ TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   r = plan(problem("wgrad", 64, "f32", true), ampere_);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_portable_128x128");
+}
+
+// A weight stored [K, N] (dw for wgrad) runs the other row op's kernel, or wgrad's with dy
+// and x exchanged, through the same programs.
+TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {
+  const std::map<std::string, std::pair<std::string, std::string>> want = {
+      {"fwd", {"fwd_kn_sm90_128x256", "dense_sm90_dgrad_128x256_s4_r16_c1"}},
+      {"dgrad", {"dgrad_kn_sm90_128x256", "dense_sm90_fwd_128x256_s4_r16_c1"}},
+      {"wgrad", {"wgrad_bf16_kn_sm90_128x256", "dense_sm90_wgrad_bf16_128x256_s4_r16_c1"}}};
+  for (const auto& [op, route] : want) {
+    Problem p = problem(op, 64);
+    p.dims["kn"] = 1;
+    auto r = plan(p, hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, route.first);
+    EXPECT_EQ(r.plan->stages[0].program->name, route.second);
+    r = plan(p, ampere_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->stages[0].program->templ, "smxx_gemm.cuh");
+  }
+  Problem p = problem("wgrad", 64, "f32", true);
+  p.dims["kn"] = 1;
+  auto r = plan(p, hopper_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_kn_sm90_128x256");
+  EXPECT_EQ(r.plan->stages[0].bind.at("a"), "x");
+  EXPECT_EQ(r.plan->stages[0].bind.at("b"), "dy");
+  // The notes count the kernel's tiles: dw [K, N] = [4096, 64] is 32 x 1 tiles of 128 x 256.
+  std::string all;
+  for (const auto& line : ops::plan_notes(p, *r.plan, hopper_)) all += line + "\n";
+  EXPECT_NE(all.find("32 tiles of 128 x 256"), std::string::npos) << all;
 }
 
 // Every dense_gemm candidate is deterministic today, so a default call can never be given a

@@ -244,6 +244,70 @@ TEST_F(DenseGemmGpu, ReplaysInACapturedGraph) {
   EXPECT_EQ(DWB.download<uint16_t>(), dwb1);
 }
 
+// A weight stored [K, N] ([B, K, N]), given as its transposed view (as torch's w.t()), and a
+// dw stored the same way: fwd, dgrad and wgrad (f32, and accumulating) against FP64, on the
+// planner's route and with the portable programs forced.
+TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
+  const int64_t T = 777, N = 72, K = 136;
+  for (int64_t batch : {0, 2}) {
+    for (bool forced : {false, true}) {
+      SCOPED_TRACE(std::string(batch ? "batched" : "plain") + (forced ? ", portable" : ", planned"));
+      const int64_t B = std::max<int64_t>(batch, 1);
+      auto shape = [&](int64_t a, int64_t b) {
+        return batch ? std::vector<int64_t>{batch, a, b} : std::vector<int64_t>{a, b};
+      };
+      auto xb = test::to_bf16(test::random_floats(size_t(B * T * K), 11));
+      auto gb = test::to_bf16(test::random_floats(size_t(B * T * N), 12));
+      auto wb = test::to_bf16(test::random_floats(size_t(B * K * N), 13, 0.5f));  // [B, K, N]
+      const auto x = widen(xb), g = widen(gb), w = widen(wb);
+      Dev X(DType::bf16, shape(T, K)), G(DType::bf16, shape(T, N)), WKN(DType::bf16, shape(K, N));
+      X.upload(xb), G.upload(gb), WKN.upload(wb);
+      // [N, K] views of the [K, N] storage: strides (1, N) (and K N per head).
+      std::vector<int64_t> nk = shape(N, K), st = batch ? std::vector<int64_t>{K * N, 1, N} : std::vector<int64_t>{1, N};
+      DLTensor wv = WKN.dl;
+      wv.shape = nk.data(), wv.strides = st.data();
+      std::vector<double> yref(size_t(B * T * N)), dxref(size_t(B * T * K)), dwref(size_t(B * K * N), 0.0);
+      parallel_for(B * T, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const int64_t h = r / T;
+          for (int64_t kk = 0; kk < K; ++kk)
+            for (int64_t j = 0; j < N; ++j) {
+              const double wv_ = w[size_t((h * K + kk) * N + j)];
+              yref[size_t(r * N + j)] += x[size_t(r * K + kk)] * wv_;
+              dxref[size_t(r * K + kk)] += g[size_t(r * N + j)] * wv_;
+            }
+        }
+      });
+      for (int64_t h = 0; h < B; ++h)
+        for (int64_t r = h * T; r < (h + 1) * T; ++r)
+          for (int64_t kk = 0; kk < K; ++kk)
+            for (int64_t j = 0; j < N; ++j)
+              dwref[size_t((h * K + kk) * N + j)] += g[size_t(r * N + j)] * x[size_t(r * K + kk)];
+      auto opt = [&](const char* portable_route) {
+        ops::OpOptions o;
+        if (forced) o.candidate = portable_route;
+        return o;
+      };
+      Dev Y(DType::bf16, shape(T, N)), DX(DType::bf16, shape(T, K)), DW(DType::f32, shape(K, N));
+      Y.poison(), DX.poison(), DW.poison();
+      ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, wv, opt("fwd_kn_portable_128x128")).launch(nullptr);
+      ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, wv, opt("dgrad_kn_portable_128x128")).launch(nullptr);
+      DLTensor dwv = DW.dl;
+      dwv.shape = nk.data(), dwv.strides = st.data();
+      auto wg = ops::prepare_dense_gemm_wgrad(*rt_, dwv, G.dl, X.dl, false, opt("wgrad_f32_kn_portable_128x128"));
+      wg.launch(nullptr);
+      expect_bf16_close(Y.download<uint16_t>(), yref, yref.size(), "y");
+      expect_bf16_close(DX.download<uint16_t>(), dxref, dxref.size(), "dx");
+      const auto dw = DW.download<float>();
+      test::expect_f32_close(dw, dwref, "dw [K, N]");
+      auto acc = ops::prepare_dense_gemm_wgrad(*rt_, dwv, G.dl, X.dl, true, opt("wgrad_acc_f32_fused_kn_portable_128x128"));
+      acc.launch(nullptr);
+      const auto twice = DW.download<float>();
+      for (size_t i = 0; i < dw.size(); ++i) ASSERT_EQ(f32_bits(twice[i]), f32_bits(dw[i] + dw[i])) << i;
+    }
+  }
+}
+
 // T = 0: fwd and dgrad write nothing; wgrad writes zeros, or with accumulate leaves dw alone.
 TEST_F(DenseGemmGpu, NoTokens) {
   const int64_t N = 32, K = 64;
