@@ -57,9 +57,10 @@ inline nlohmann::json kernel_list(const std::string& out, bool acc) {
   return nlohmann::json::array({{{"out", out}, {"accumulate", acc}}});
 }
 
-// wgrad program names carry the out dtype (and accumulate); fwd and dgrad have one.
+// wgrad program names carry the out dtype (and accumulate); fwd and dgrad name an out dtype
+// other than bf16 (the portable kernel writes f32 for any op; the sm90 one for wgrad only).
 inline std::string kind_tag(const GemmOp& op, const std::string& out, bool acc) {
-  return op.index == gemm::kOpWgrad ? "_" + out + (acc ? "_acc" : "") : "";
+  return op.index == gemm::kOpWgrad || out != "bf16" ? "_" + out + (acc ? "_acc" : "") : "";
 }
 
 // `prefix`: the family's program prefix. `compact`: the template's kCompact, the same bits from

@@ -49,7 +49,7 @@ json gemm_stage(const std::string& program, const OpSpec& kernel, const std::str
 }
 
 std::string route_prefix(const OpSpec& op, const Layout& layout, const std::string& out, bool acc) {
-  if (op.index != gemm::kOpWgrad) return op.name + std::string(layout.tag);
+  if (op.index != gemm::kOpWgrad) return op.name + std::string(out == "bf16" ? "" : "_" + out) + layout.tag;
   return std::string(op.name) + (acc ? "_acc_" : "_") + out + (acc ? "_fused" : "") + layout.tag;
 }
 
@@ -73,6 +73,10 @@ FamilySpec family_spec_dense_gemm() {
       f.programs.push_back(hp);
       f.programs.push_back(portable_program("dense", op, portable, out, acc));
     }
+    // An f32 y (logits, say): the portable kernel writes f32 for any op, the sm90 one only for
+    // wgrad, so fwd in f32 runs the portable program on every arch. dgrad's program serves it
+    // for a [K, N] weight.
+    if (op.index != gemm::kOpWgrad) f.programs.push_back(portable_program("dense", op, portable, "f32", false));
   }
   for (const OpSpec& op : kOps) {
     json candidates = json::array();
@@ -95,6 +99,13 @@ FamilySpec family_spec_dense_gemm() {
         if (acc) hopper["accumulate"] = "fused", port["accumulate"] = "fused";
         candidates.push_back(hopper);
         candidates.push_back(port);
+      }
+      if (op.index == gemm::kOpFwd) {
+        candidates.push_back(
+            {{"name", route_prefix(op, layout, "f32", false) + "_portable_" + portable.tag()},
+             {"stages", {gemm_stage(portable_program("dense", kernel, portable, "f32", false).name, kernel, op.out)}},
+             {"window", window(op, layout, "sm_80+", "f32")},
+             {"note", "f32 y: the portable kernel on every arch (the sm90 epilogue writes bf16 for fwd and dgrad)"}});
       }
       if (op.index != gemm::kOpWgrad) continue;
       // Composed accumulate: dW into a scratch of dw's dtype, then dw = dw + scratch. For f32

@@ -37,9 +37,9 @@ TEST_F(OpsArgs, DenseGemmForward) {
   rejects([&] { fwd(y.dl, x.dl, wk.dl); }, "w", "shape [32, 56] differs from [N, K] = [32, 48]");
   FakeTensor yt(1 * kGiB, kBf16, {kT + 1, kN});
   rejects([&] { fwd(yt.dl, x.dl, w.dl); }, "y", "differs from [T, N] = [100, 32]");
-  FakeTensor xf(2 * kGiB, kF32, {kT, kK}), yf(1 * kGiB, kF32, {kT, kN});
+  FakeTensor xf(2 * kGiB, kF32, {kT, kK}), y64(1 * kGiB, kF64, {kT, kN});
   rejects([&] { fwd(y.dl, xf.dl, w.dl); }, "x", "dtype f32");
-  rejects([&] { fwd(yf.dl, x.dl, w.dl); }, "y", "dtype f32");
+  rejects([&] { fwd(y64.dl, x.dl, w.dl); }, "y", "dtype f64 not supported here (bf16, f32)");
   // A weight stored [K, N] comes as its transposed view (strides 1, N) and is checked as the
   // [K, N] tensor it is; other strides are refused.
   FakeTensor wkn(3 * kGiB, kBf16, {kN, kK + 8}, {1, kN});

@@ -77,6 +77,21 @@ TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_portable_128x128");
 }
 
+// An f32 y runs the portable program on every arch (the sm90 epilogue writes bf16 for fwd).
+TEST_F(DenseGemmRoutes, F32OutputRunsThePortableProgram) {
+  for (int kn : {0, 1}) {
+    Problem p = problem("fwd", 256, "f32");
+    p.dims["kn"] = kn;
+    auto r = plan(p, hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, kn ? "fwd_f32_kn_portable_128x128" : "fwd_f32_portable_128x128");
+    EXPECT_EQ(r.plan->stages[0].build->arch.str(), "sm_90a");
+    EXPECT_EQ(r.plan->stages[0].program->name,
+              kn ? "dense_portable_dgrad_f32_128x128x32_s4_w2x2" : "dense_portable_fwd_f32_128x128x32_s4_w2x2");
+    EXPECT_NE(r.plan->stages[0].program->kernels[0].find(", float, false,"), std::string::npos);
+  }
+}
+
 // A weight stored [K, N] (dw for wgrad) runs the other row op's kernel, or wgrad's with dy
 // and x exchanged, through the same programs.
 TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {

@@ -1,8 +1,8 @@
-// Label gpu: dense_gemm fwd, dgrad and wgrad (bf16 / f32 out, accumulate fused and composed),
-// plain and batched, against an FP64 reference on the same bf16 inputs with TARGETS.md's
-// budgets. Outputs are poisoned before every run; each route runs twice (the same bits), and
-// with a grid capped to 3 SMs (the same bits again). Every case runs on the planner's route
-// and with the portable programs forced.
+// Label gpu: dense_gemm fwd (bf16 / f32 out), dgrad, wgrad (bf16 / f32 out, accumulate fused
+// and composed), plain and batched, against an FP64 reference on the same bf16 inputs with
+// TARGETS.md's budgets. Outputs are poisoned before every run; each route runs twice (the
+// same bits), and with a grid capped to 3 SMs (the same bits again). Every case runs on the
+// planner's route and with the portable programs forced.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -29,6 +29,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 const char* portable(const std::string& what) {
   static const std::map<std::string, const char*> names = {
       {"fwd", "fwd_portable_128x128"},
+      {"fwd_f32", "fwd_f32_portable_128x128"},
       {"dgrad", "dgrad_portable_128x128"},
       {"wgrad_bf16", "wgrad_bf16_portable_128x128"},
       {"wgrad_f32", "wgrad_f32_portable_128x128"},
@@ -141,6 +142,13 @@ TEST_P(DenseGemm, MatchesFp64) {
       return ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, o);
     });
     expect_bf16_close(as16(bits), yref, yref.size(), "y");
+  }
+  {
+    Dev Y(DType::f32, shape(T, N));
+    auto bits = stable_bits("fwd_f32", Y, [&](const ops::OpOptions& o) {
+      return ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, o);
+    });
+    test::expect_f32_close(as32(bits), yref, "y (f32)");
   }
   {
     Dev DX(DType::bf16, shape(T, K));

@@ -27,7 +27,8 @@ std::vector<OperandSpec> specs(int op, bool batched, bool kn) {
     return "";
   };
   const char* w = dims(kn ? "KN" : "NK");
-  if (op == gemm::kOpFwd) return {{"y", dims("TN"), bf16}, {"x", dims("TK"), bf16}, {"w", w, bf16}};
+  if (op == gemm::kOpFwd)
+    return {{"y", dims("TN"), {DType::bf16, DType::f32}}, {"x", dims("TK"), bf16}, {"w", w, bf16}};
   if (op == gemm::kOpDgrad) return {{"dx", dims("TK"), bf16}, {"dy", dims("TN"), bf16}, {"w", w, bf16}};
   return {{"dw", w, dw_types}, {"dy", dims("TN"), bf16}, {"x", dims("TK"), bf16}};
 }
@@ -121,7 +122,7 @@ const FamilyOps& op_family_dense_gemm() {
   static const FamilyOps family{
       "dense_gemm",
       {{"dense_gemm.fwd",
-        {{"y", bf16, true}, {"x", bf16}, {"w", bf16}},
+        {{"y", {DType::bf16, DType::f32}, true}, {"x", bf16}, {"w", bf16}},
         false, false, [](const OpCall& c) { return make_plan(gemm::kOpFwd, "dense_gemm.fwd", c); }},
        {"dense_gemm.dgrad",
         {{"dx", bf16, true}, {"dy", bf16}, {"w", bf16}},

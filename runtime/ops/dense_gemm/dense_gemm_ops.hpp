@@ -5,8 +5,8 @@
 
 namespace cake::ops {
 
-// dense_gemm: x [T, K], w [N, K], dy [T, N], y [T, N], dx [T, K]: bf16; dw [N, K]: bf16 or
-// f32. Batched (one launch over B heads): x [B, T, K], w [B, N, K], y and dy [B, T, N],
+// dense_gemm: x [T, K], w [N, K], dy [T, N], dx [T, K]: bf16; y [T, N] and dw [N, K]: bf16
+// or f32. Batched (one launch over B heads): x [B, T, K], w [B, N, K], y and dy [B, T, N],
 // dx [B, T, K], dw [B, N, K]. Every tensor fully contiguous with a 16-byte aligned base, N
 // and K positive multiples of 8, all on one device; outputs overlap no input. Every route is
 // deterministic (the same bits on every run, whatever max_sms).
