@@ -133,7 +133,9 @@ const FamilyOps& op_family_dense_gemm() {
       {},
       gemm_kernel_args,
       [](const Problem& p, const Plan& plan, const Device& d) {
-        const bool kn = p.dims.count("kn") && p.dims.at("kn") == 1;  // the kernel's N and K trade places
+        for (const char* dim : {"t", "n", "k", "b", "kn"})  // `cakec plan` may leave some out
+          if (!p.dims.count(dim)) return std::vector<std::string>{};
+        const bool kn = p.dims.at("kn") == 1;  // the kernel's N and K trade places
         return gemm_split_notes(plan, p.dims.at("t"), p.dims.at("b"), p.dims.at(kn ? "k" : "n"),
                                 p.dims.at(kn ? "n" : "k"), d.sm_count);
       }};

@@ -79,6 +79,8 @@ const FamilyOps& op_family_grouped_gemm() {
       {},
       gemm_kernel_args,
       [](const Problem& p, const Plan& plan, const Device& d) {
+        for (const char* dim : {"n", "k", "e"})  // `cakec plan` may leave some out
+          if (!p.dims.count(dim)) return std::vector<std::string>{};
         return gemm_split_notes(plan, 0, p.dims.at("e"), p.dims.at("n"), p.dims.at("k"), d.sm_count);
       }};
   return family;
