@@ -331,6 +331,13 @@ TEST(Cli, BenchWithoutGpuSaysWhy) {
     EXPECT_NE(r.out.find("cakec bench " + bench + " needs a GPU"), std::string::npos) << r.out;
   }
   EXPECT_EQ(run(kCakec + " bench grouped_gemm --op nope").code, 2);  // a usage error, GPU or not
+  // dense_gemm's options: usage errors before any GPU is looked for.
+  for (const std::string bad : {"--op nope", "--n 20", "--k 0", "--t 0", "--reps 0", "--n x"}) {
+    auto d = run(kCakec + " bench dense_gemm " + bad);
+    EXPECT_EQ(d.code, 2) << bad << ": " << d.out;
+  }
+  auto dn = run(kCakec + " bench dense_gemm --n 20");
+  EXPECT_NE(dn.out.find("must be a positive multiple of 8, got 20"), std::string::npos) << dn.out;
   auto r = run(kCakec + " bench grouped_gemm --sustained --warm-ms 0 --window-ms 1 --rounds 1");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("needs a GPU"), std::string::npos) << r.out;

@@ -21,15 +21,15 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
-std::string dims_text(const char* dims) {
+std::string dims_text(const std::string& dims) {
   std::string t = "[";
-  for (const char* d = dims; *d; ++d) t += (d == dims ? "" : ", ") + std::string(1, *d);
+  for (size_t i = 0; i < dims.size(); ++i) t += (i ? ", " : "") + std::string(1, dims[i]);
   return t + "]";
 }
 
 // Rank first, so the dims can be read from it before the full shape check.
-void require_rank(const TensorView& t, const char* dims) {
-  const size_t rank = std::strlen(dims);
+void require_rank(const TensorView& t, const std::string& dims) {
+  const size_t rank = dims.size();
   if (t.shape.size() != rank)
     throw ArgumentError(t.name, "must be " + std::to_string(rank) + "-D " + dims_text(dims) + ", got " +
                                     std::to_string(t.shape.size()) + "-D");
@@ -51,7 +51,7 @@ void require_dim(const TensorView& t, char d, int64_t v) {
 void require_operand(const TensorView& t, const OperandSpec& spec, const std::map<char, int64_t>& dims) {
   require_dtype(t, spec.dtypes);
   std::vector<int64_t> shape;
-  for (const char* d = spec.dims; *d; ++d) shape.push_back(dims.at(*d));
+  for (char d : spec.dims) shape.push_back(dims.at(d));
   if (t.shape != shape)
     throw ArgumentError(t.name, "shape " + shape_text(t.shape) + " differs from " + dims_text(spec.dims) + " = " +
                                     shape_text(shape));
@@ -101,7 +101,7 @@ GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& 
     const size_t at = i % specs.size();
     const TensorView& t = c.tensors[at];
     require_rank(t, specs[at].dims);
-    for (size_t j = 0; specs[at].dims[j]; ++j) {
+    for (size_t j = 0; j < specs[at].dims.size(); ++j) {
       const char d = specs[at].dims[j];
       if (c.dims.count(d)) continue;
       require_dim(t, d, c.dims[d] = t.shape[j]);

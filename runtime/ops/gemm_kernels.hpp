@@ -17,7 +17,7 @@ namespace cake::ops {
 // vector accesses of every program need it of the operands; not of an index tensor).
 struct OperandSpec {
   const char* name;
-  const char* dims;
+  std::string dims;
   std::vector<DType> dtypes;
   bool aligned = true;
 };

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <dlpack/dlpack.h>
+
 #include "bench_stats.hpp"
 #include "driver.hpp"
 #include "driver_types.hpp"
@@ -143,6 +145,19 @@ inline CUdevice use_primary_context(const std::string& bench) {
   CAKE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
   CAKE_CU(cuCtxSetCurrent(ctx));
   return dev;
+}
+
+constexpr DLDataType kBf16{kDLBfloat, 16, 1}, kF32{kDLFloat, 32, 1};
+
+// A contiguous DLTensor over a device buffer of device 0 (`shape` must outlive it).
+inline DLTensor tensor(const cake::DeviceBuffer& b, DLDataType dt, std::vector<int64_t>& shape) {
+  DLTensor t{};
+  t.data = b.ptr();
+  t.device = {kDLCUDA, 0};
+  t.ndim = int(shape.size());
+  t.dtype = dt;
+  t.shape = shape.data();
+  return t;
 }
 
 inline uint16_t float_to_bf16(float f) {  // round to nearest even (no NaN inputs here)

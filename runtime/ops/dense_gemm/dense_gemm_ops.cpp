@@ -19,18 +19,10 @@ namespace {
 // several aliases.
 std::vector<OperandSpec> specs(int op, bool batched, bool kn) {
   const std::vector<DType> bf16 = {DType::bf16}, dw_types = {DType::bf16, DType::f32};
-  const std::string b = batched ? "B" : "";
-  static const std::vector<std::string> letters = {"BTN", "BTK", "BNK", "BKN", "TN", "TK", "NK", "KN"};
-  auto dims = [&](const char* d) {  // a static string: OperandSpec keeps the pointer
-    for (const std::string& l : letters)
-      if (l == b + d) return l.c_str();
-    return "";
-  };
-  const char* w = dims(kn ? "KN" : "NK");
-  if (op == gemm::kOpFwd)
-    return {{"y", dims("TN"), {DType::bf16, DType::f32}}, {"x", dims("TK"), bf16}, {"w", w, bf16}};
-  if (op == gemm::kOpDgrad) return {{"dx", dims("TK"), bf16}, {"dy", dims("TN"), bf16}, {"w", w, bf16}};
-  return {{"dw", w, dw_types}, {"dy", dims("TN"), bf16}, {"x", dims("TK"), bf16}};
+  const std::string b = batched ? "B" : "", w = b + (kn ? "KN" : "NK");
+  if (op == gemm::kOpFwd) return {{"y", b + "TN", {DType::bf16, DType::f32}}, {"x", b + "TK", bf16}, {"w", w, bf16}};
+  if (op == gemm::kOpDgrad) return {{"dx", b + "TK", bf16}, {"dy", b + "TN", bf16}, {"w", w, bf16}};
+  return {{"dw", w, dw_types}, {"dy", b + "TN", bf16}, {"x", b + "TK", bf16}};
 }
 
 // The storage of a weight given as the transposed view of a contiguous [K, N] ([B, K, N])

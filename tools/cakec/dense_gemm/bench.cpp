@@ -26,18 +26,6 @@ struct Args {
   bool check = true;
 };
 
-constexpr DLDataType kBf16{kDLBfloat, 16, 1}, kF32{kDLFloat, 32, 1};
-
-DLTensor tensor(const cake::DeviceBuffer& b, DLDataType dt, std::vector<int64_t>& shape) {
-  DLTensor t{};
-  t.data = b.ptr();
-  t.device = {kDLCUDA, 0};
-  t.ndim = int(shape.size());
-  t.dtype = dt;
-  t.shape = shape.data();
-  return t;
-}
-
 void check_cublas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw cake::Error(std::string(what) + ": " + cublas_status_name(s));
 }
@@ -179,8 +167,15 @@ int run(const Args& a) {
 void add_bench_dense_gemm(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<Args>();
   auto* c = bench.add_subcommand("dense_gemm", "Projection GEMM fwd/dgrad/wgrad against cublasGemmEx, with rooflines");
-  c->add_option("--k", a->ks, "K, the input width (default 4096)")->check(CLI::PositiveNumber);
-  c->add_option("--n", a->ns, "N, the output width (default 32 64 128 512 1024)")->check(CLI::PositiveNumber);
+  // The op's own check would refuse them too, but only once the GPU and cuBLAS are set up.
+  const auto multiple_of_8 = [](const std::string& v) {
+    long long x = 0;
+    return CLI::detail::lexical_cast(v, x) && x > 0 && x % 8 == 0 ? std::string()
+                                                                  : "must be a positive multiple of 8, got " + v;
+  };
+  c->add_option("--k", a->ks, "K, the input width, a multiple of 8 (default 4096)")->check(multiple_of_8);
+  c->add_option("--n", a->ns, "N, the output width, a multiple of 8 (default 32 64 128 512 1024)")
+      ->check(multiple_of_8);
   c->add_option("--t", a->ts, "T, tokens (default 1024 4097 16173 32768 65537 131072)")->check(CLI::PositiveNumber);
   c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
   c->add_option("--reps", a->reps, "timed calls per contender and row (default 10)")->check(CLI::Range(1, 1000));

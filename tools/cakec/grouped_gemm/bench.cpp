@@ -77,17 +77,7 @@ struct Buffers {
   cake::DeviceBuffer x, g, w, y, y_ref, dx, dx_ref, dw, dw_ref, offs, ptrs;
 };
 
-DLTensor tensor(const cake::DeviceBuffer& b, DLDataType dt, std::vector<int64_t>& shape) {
-  DLTensor t{};
-  t.data = b.ptr();
-  t.device = {kDLCUDA, 0};
-  t.ndim = int(shape.size());
-  t.dtype = dt;
-  t.shape = shape.data();
-  return t;
-}
-
-constexpr DLDataType kBf16{kDLBfloat, 16, 1}, kF32{kDLFloat, 32, 1}, kI32{kDLInt, 32, 1};
+constexpr DLDataType kI32{kDLInt, 32, 1};
 
 cake::Launch prepare_cake(cake::Runtime& rt, const Buffers& b, const std::string& op, int64_t m, int64_t e,
                           int64_t n, int64_t k) {
