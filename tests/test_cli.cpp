@@ -86,7 +86,7 @@ TEST(Cli, ListRoutesJsonParses) {
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["op"], "elementwise.cast");
   EXPECT_EQ(j[0]["candidates"][6]["accumulate"], "composed");
-  EXPECT_EQ(j[0]["candidates"][6]["scratch"]["dtype_of"], "out");
+  EXPECT_EQ(j[0]["candidates"][6]["scratch"][0]["dtype_of"], "out");
 }
 
 TEST(Cli, ListPrograms) {

@@ -193,6 +193,38 @@ TEST_F(PlannerTest, AccumulateComposesWhenPreconditionsFail) {
   EXPECT_EQ(r.plan->scratch_bytes, 8 * 256 * 1024 * 2);  // scratch of out's dtype
 }
 
+// Several scratch buffers: one after another, each at a multiple of 256 bytes, `times` x the
+// dims x the dtype's size each; the plan says where each starts.
+TEST_F(PlannerTest, ScratchBuffersAreLaidOutInOrderAligned) {
+  json reg = planner_registry();
+  json& c = reg["routes"][0]["candidates"][5];
+  c["scratch"] = json::array({{{"dims", {"e", "n"}}, {"dtype_of", "out"}, {"times", 3}},
+                              {{"dims", {"k"}}, {"dtype_of", "out"}},
+                              {{"dims", {"e"}}, {"dtype_of", "out"}, {"ceil_div", {"k", 100}}}});
+  c["stages"][1]["bind"]["b"] = "scratch.2";
+  registry_ = Registry::from_sources({{"planner.json", reg.dump()}});
+  unavailable_ = {"fused"};
+  auto p = problem(4096, 24, 1000);  // e = 8
+  p.accumulate = true;
+  p.dtypes["out"] = DType::bf16;
+  auto r = planner().plan(p, hopper_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  // 3 x 8 x 24 x 2 = 1152 bytes (to 1280), 1000 x 2 = 2000 (to 2048), 8 x ceil(1000 / 100) x 2 = 160.
+  EXPECT_EQ(r.plan->scratch_offsets, (std::vector<int64_t>{0, 1280, 1280 + 2048}));
+  EXPECT_EQ(r.plan->scratch_bytes, 1280 + 2048 + 160);
+  // A size past int64 is a rejection, not an overflow.
+  p.dims["k"] = int64_t(1) << 62;
+  r = planner().plan(p, hopper_);
+  ASSERT_FALSE(r.ok());
+  bool seen = false;
+  for (const auto& x : r.rejections)
+    if (x.candidate == "composed_acc") {
+      EXPECT_EQ(x.reason, "dim") << x.detail;
+      seen = true;
+    }
+  EXPECT_TRUE(seen);
+}
+
 TEST_F(PlannerTest, AccumulatingCandidatesNeverServePlainCalls) {
   auto r = planner().plan(problem(4096, 256, 1024), Device{*Arch::parse("sm_75"), 40});
   for (const auto& x : r.rejections)

@@ -247,6 +247,27 @@ TEST(Registry, ScratchBindWithoutScratch) {
   expect_rejected(d, "/routes/0/candidates/0", "binds 'scratch' but the candidate has no scratch");
 }
 
+TEST(Registry, ScratchBuffers) {
+  auto d = fixture_registry();
+  auto& c = d["routes"][0]["candidates"][0];
+  c["scratch"] = json::array({{{"dims", {"n"}}, {"dtype_of", "out"}, {"times", 3}}, {{"dims", {"n"}}, {"dtype_of", "out"}}});
+  c["stages"][0]["bind"] = {{"out", "scratch.1"}};
+  const auto reg = load(d);
+  const Candidate& cand = reg->routes()[0].candidates[0];
+  ASSERT_EQ(cand.scratch.buffers.size(), 2u);
+  EXPECT_EQ(cand.scratch.buffers[0].times, 3);
+  EXPECT_EQ(cand.scratch.buffers[1].times, 1);
+  c["stages"][0]["bind"] = {{"out", "scratch.2"}};
+  expect_rejected(d, "/stages/0/bind/out", "'scratch.2' names no buffer of the candidate's 2 scratch buffers");
+  c["stages"][0]["bind"] = {{"out", "scratch.x"}};
+  expect_rejected(d, "/stages/0/bind/out", "names no buffer");
+  c["stages"][0]["bind"] = {{"out", "scratch.0"}};
+  c["scratch"][0]["times"] = 0;
+  expect_rejected(d, "/scratch/0/times", "must be >= 1");
+  c["scratch"] = json::array();
+  expect_rejected(d, "/scratch", "at least one buffer");
+}
+
 TEST(Registry, BadAccumulateMode) {
   auto d = fixture_registry();
   d["routes"][0]["candidates"][0]["accumulate"] = "sometimes";

@@ -179,19 +179,34 @@ void Registry::parse(const std::string& file, std::string_view text) {
           else cr.at("accumulate").fail("accumulate is 'off', 'fused' or 'composed'");
         }
         if (cr.has("scratch")) {
+          // One buffer as an object, or several as an array of them.
           auto sc = cr.at("scratch");
-          sc.allow_only({"dims", "dtype_of", "ceil_div"});
-          cand.scratch.dims = read_strings(sc.at("dims"));
-          cand.scratch.dtype_of = sc.at("dtype_of").str();
-          if (sc.has("ceil_div")) {
-            auto cd = sc.at("ceil_div");
-            cd.expect_array();
-            if (cd.size() != 2) cd.fail("ceil_div is [dim, rows]");
-            cand.scratch.ceil_div_dim = cd.at(size_t{0}).str();
-            cand.scratch.ceil_div_by = cd.at(size_t{1}).int64();
-            if (cand.scratch.ceil_div_by < 1) cd.at(size_t{1}).fail("must be >= 1");
+          auto read_buffer = [&](const JsonReader& b) {
+            b.allow_only({"dims", "dtype_of", "times", "ceil_div"});
+            ScratchBuffer buf;
+            buf.dims = read_strings(b.at("dims"));
+            buf.dtype_of = b.at("dtype_of").str();
+            if (b.has("times")) {
+              buf.times = b.at("times").int64();
+              if (buf.times < 1) b.at("times").fail("must be >= 1");
+            }
+            if (b.has("ceil_div")) {
+              auto cd = b.at("ceil_div");
+              cd.expect_array();
+              if (cd.size() != 2) cd.fail("ceil_div is [dim, rows]");
+              buf.ceil_div_dim = cd.at(size_t{0}).str();
+              buf.ceil_div_by = cd.at(size_t{1}).int64();
+              if (buf.ceil_div_by < 1) cd.at(size_t{1}).fail("must be >= 1");
+            }
+            if (buf.dims.empty()) b.at("dims").fail("scratch needs at least one dim");
+            cand.scratch.buffers.push_back(std::move(buf));
+          };
+          if (sc.value().is_array()) {
+            if (sc.size() == 0) sc.fail("scratch needs at least one buffer");
+            for (size_t i = 0; i < sc.size(); ++i) read_buffer(sc.at(i));
+          } else {
+            read_buffer(sc);
           }
-          if (cand.scratch.dims.empty()) sc.at("dims").fail("scratch needs at least one dim");
         }
         if (cr.has("note")) cand.note = cr.at("note").str();
         cand.origin = {file, cr.path()};
@@ -300,7 +315,16 @@ void Registry::validate() const {
         if (st.kernel < 0 || st.kernel >= int(p->second->kernels.size()))
           throw RegistryError(where() + "/kernel", "kernel index " + std::to_string(st.kernel) +
                                                      " out of range for program " + st.program);
-        for (const auto& [param, arg] : st.bind) uses_scratch = uses_scratch || arg == "scratch";
+        for (const auto& [param, arg] : st.bind) {
+          if (arg == "scratch") uses_scratch = true;
+          if (arg.rfind("scratch.", 0) != 0) continue;
+          const std::string i = arg.substr(8);
+          if (i.empty() || i.size() > 3 || i.find_first_not_of("0123456789") != std::string::npos ||
+              std::stoul(i) >= c.scratch.buffers.size())
+            throw RegistryError(where() + "/bind/" + param, "'" + arg + "' names no buffer of the candidate's " +
+                                                               std::to_string(c.scratch.buffers.size()) +
+                                                               " scratch buffers");
+        }
       }
       if (uses_scratch && c.scratch.empty())
         throw RegistryError(c.origin.str(), "a stage binds 'scratch' but the candidate has no scratch");

@@ -108,13 +108,24 @@ struct Stage {
   std::map<std::string, std::string> bind;    // kernel parameter -> call argument or "scratch"
 };
 
-struct Scratch {
-  std::vector<std::string> dims;  // product of these problem dims ...
-  std::string dtype_of;           // ... times the size of this argument's dtype
-  std::string ceil_div_dim;       // ... times ceil(dim / ceil_div_by), when set (per-chunk
-  int64_t ceil_div_by = 0;        //     partial sums: one row per chunk of rows)
-  bool empty() const { return dims.empty(); }
+// One buffer of a candidate's scratch: `times` x the product of these problem dims x the
+// size of `dtype_of`'s dtype, x ceil(dim / ceil_div_by) when set (per-chunk partial sums: one
+// row per chunk of rows).
+struct ScratchBuffer {
+  std::vector<std::string> dims;
+  std::string dtype_of;
+  int64_t times = 1;
+  std::string ceil_div_dim;
+  int64_t ceil_div_by = 0;
 };
+
+// A candidate's scratch: its buffers one after another in one allocation, each at a multiple of
+// kScratchAlign bytes. A stage binds the first as "scratch", the i-th (from 0) as "scratch.i".
+struct Scratch {
+  std::vector<ScratchBuffer> buffers;
+  bool empty() const { return buffers.empty(); }
+};
+inline constexpr int64_t kScratchAlign = 256;
 
 struct Candidate {
   std::string name;

@@ -135,6 +135,13 @@ DeviceBuffer zeroed_counters(int64_t words, std::optional<CUstream> one_call_str
 
 }  // namespace
 
+void scratch_args(ArgMap& args, const Plan& plan, CUdeviceptr scratch) {
+  if (plan.scratch_bytes <= 0) return;
+  args["scratch"] = scratch;
+  for (size_t i = 0; i < plan.scratch_offsets.size(); ++i)
+    args["scratch." + std::to_string(i)] = scratch + CUdeviceptr(plan.scratch_offsets[i]);
+}
+
 void stage_memory_args(ArgMap& args, const PlannedStage& s, int64_t sms, CUdeviceptr counters,
                        int64_t& counter_offset, CUdeviceptr workspace, int64_t& workspace_offset) {
   if (const int64_t w = int_param_or_zero(s, "counters"); w > 0) {
@@ -172,7 +179,7 @@ Launch build_launch(Runtime& rt, const DeviceContext& dc, const PlanResult* plan
   const CUdeviceptr scratch_at = external_memory ? 0 : scratch.get();
   const CUdeviceptr counters_at = external_memory ? CUdeviceptr(needs.counters_at()) : counters.get();
   const CUdeviceptr workspace_at = external_memory ? CUdeviceptr(needs.workspace_at()) : workspace.get();
-  if (p.scratch_bytes > 0) args["scratch"] = scratch_at;
+  scratch_args(args, p, scratch_at);
   std::vector<LaunchStage> stages;
   int64_t counter_offset = 0, ws_offset = 0;
   for (const auto& s : p.stages) {

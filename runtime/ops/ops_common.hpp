@@ -65,6 +65,9 @@ int resident_blocks(Runtime& rt, CUfunction fn, int threads, int smem);
 // cake::Error listing every candidate's reason when there is no route.
 const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const DeviceContext& dc);
 
+// The scratch's arguments: "scratch" (its start) and "scratch.i", the i-th buffer's (Scratch).
+void scratch_args(ArgMap& args, const Plan& plan, CUdeviceptr scratch);
+
 // Sets a stage's "counters" and "workspace" arguments: its share of the launch's counters
 // (int32 words from `counters`) and workspace (bytes per SM from `workspace`), after the
 // shares of the stages before it (`counter_offset`, `workspace_offset`, advanced here); erased

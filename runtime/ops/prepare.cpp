@@ -205,7 +205,7 @@ void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory) {
   const CUdeviceptr counters = ext ? memory + layout.counters_at() : launch.counters_ptr();
   const CUdeviceptr workspace = ext ? memory + layout.workspace_at() : launch.workspace_ptr();
   ArgMap args = p.args;
-  if (plan.scratch_bytes > 0) args["scratch"] = scratch;
+  scratch_args(args, plan, scratch);
   const int64_t sms = c.dc.info->sm_count;
   int64_t counter_offset = 0, ws_offset = 0;
   launch.repack([&](size_t i, LaunchStage& ls) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 namespace cake {
@@ -11,6 +12,48 @@ std::string join_bind(const std::map<std::string, std::string>& bind) {
   std::string s;
   for (const auto& [k, v] : bind) s += (s.empty() ? "" : " ") + k + "=" + v;
   return s;
+}
+
+// The candidate's scratch buffers for the problem: each one's offset (multiples of
+// kScratchAlign) and the total bytes. A rejection when a size cannot be computed (a dim or a
+// dtype not given, or a size past int64).
+std::optional<Rejection> scratch_layout(const Candidate& c, const Problem& problem, std::vector<int64_t>& offsets,
+                                        int64_t& total) {
+  total = 0;
+  for (const ScratchBuffer& b : c.scratch.buffers) {
+    auto t = problem.dtypes.find(b.dtype_of);
+    if (t == problem.dtypes.end())
+      return Rejection{c.name, "dtype", "scratch needs the dtype of '" + b.dtype_of + "', not given"};
+    int64_t bytes = dtype_size(t->second);
+    bool missing = b.times > INT64_MAX / bytes;
+    if (!missing) bytes *= b.times;
+    for (const auto& dim : b.dims) {
+      auto it = problem.dims.find(dim);
+      if (missing || it == problem.dims.end() || it->second < 0 ||
+          (it->second > 0 && bytes > INT64_MAX / it->second)) {
+        missing = true;
+        break;
+      }
+      bytes *= it->second;
+    }
+    if (!missing && !b.ceil_div_dim.empty()) {
+      auto it = problem.dims.find(b.ceil_div_dim);
+      if (it == problem.dims.end() || it->second < 0) {
+        missing = true;
+      } else {
+        // ceil(dim / by) without dim + by - 1, which overflows near INT64_MAX
+        const int64_t chunks = it->second / b.ceil_div_by + (it->second % b.ceil_div_by != 0);
+        if (chunks > 0 && bytes > INT64_MAX / chunks) missing = true;
+        else bytes *= chunks;
+      }
+    }
+    const int64_t padded = total + (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+    if (missing || bytes > INT64_MAX / 2 || padded < total)
+      return Rejection{c.name, "dim", "scratch size cannot be computed from the dims"};
+    offsets.push_back(total);
+    total = offsets.size() == c.scratch.buffers.size() ? total + bytes : padded;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -154,40 +197,11 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
       result.rejections.push_back(*unavailable);
       continue;
     }
+    std::vector<int64_t> scratch_offsets;
     int64_t scratch = 0;
-    if (!c.scratch.empty()) {
-      auto t = problem.dtypes.find(c.scratch.dtype_of);
-      if (t == problem.dtypes.end()) {
-        result.rejections.push_back({c.name, "dtype", "scratch needs the dtype of '" +
-                                                          c.scratch.dtype_of + "', not given"});
-        continue;
-      }
-      scratch = dtype_size(t->second);
-      bool missing = false;
-      for (const auto& dim : c.scratch.dims) {
-        auto it = problem.dims.find(dim);
-        if (it == problem.dims.end() || it->second < 0 ||
-            (it->second > 0 && scratch > INT64_MAX / it->second)) {
-          missing = true;
-          break;
-        }
-        scratch *= it->second;
-      }
-      if (!missing && !c.scratch.ceil_div_dim.empty()) {
-        auto it = problem.dims.find(c.scratch.ceil_div_dim);
-        if (it == problem.dims.end() || it->second < 0) {
-          missing = true;
-        } else {
-          // ceil(dim / by) without dim + by - 1, which overflows near INT64_MAX
-          int64_t chunks = it->second / c.scratch.ceil_div_by + (it->second % c.scratch.ceil_div_by != 0);
-          if (chunks > 0 && scratch > INT64_MAX / chunks) missing = true;
-          else scratch *= chunks;
-        }
-      }
-      if (missing) {
-        result.rejections.push_back({c.name, "dim", "scratch size cannot be computed from the dims"});
-        continue;
-      }
+    if (const std::optional<Rejection> why = scratch_layout(c, problem, scratch_offsets, scratch)) {
+      result.rejections.push_back(*why);
+      continue;
     }
     Plan plan;
     plan.op = problem.op;
@@ -196,6 +210,7 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
     plan.accumulate = c.accumulate;
     plan.deterministic = c.deterministic;
     plan.scratch_bytes = scratch;
+    plan.scratch_offsets = std::move(scratch_offsets);
     plan.stages = std::move(stages);
     plan.passed_over = std::move(result.rejections);
     result.rejections.clear();

@@ -65,6 +65,7 @@ struct Plan {
   Accumulate accumulate = Accumulate::off;
   bool deterministic = true;
   int64_t scratch_bytes = 0;
+  std::vector<int64_t> scratch_offsets;  // where each scratch buffer starts (Scratch)
   std::vector<PlannedStage> stages;
   std::vector<Rejection> passed_over;  // candidates before the chosen one, in order
   std::string why;

@@ -46,9 +46,11 @@ inline RouteNames names_of(const Route& r, const Registry& reg) {
     for (const auto& [k, v] : w.parity) n.dims.insert(k);
     for (const auto& [k, v] : w.dtypes) n.args.insert(k);
     for (const auto& [k, v] : w.align) n.args.insert(k);
-    for (const auto& d : c.scratch.dims) n.dims.insert(d);
-    if (!c.scratch.dtype_of.empty()) n.args.insert(c.scratch.dtype_of);
-    if (!c.scratch.ceil_div_dim.empty()) n.dims.insert(c.scratch.ceil_div_dim);
+    for (const auto& b : c.scratch.buffers) {
+      for (const auto& d : b.dims) n.dims.insert(d);
+      if (!b.dtype_of.empty()) n.args.insert(b.dtype_of);
+      if (!b.ceil_div_dim.empty()) n.dims.insert(b.ceil_div_dim);
+    }
     for (const auto& a : w.archs) n.archs.insert(a.arch);
   }
   return n;

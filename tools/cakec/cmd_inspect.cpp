@@ -118,7 +118,12 @@ int list_routes(const Globals& g, const ListRoutesArgs& a) {
                  {"window", window_json(c.window)},
                  {"stages", js},
                  {"note", c.note}};
-      if (!c.scratch.empty()) jc["scratch"] = {{"dims", c.scratch.dims}, {"dtype_of", c.scratch.dtype_of}};
+      for (const auto& b : c.scratch.buffers) {
+        json jb = {{"dims", b.dims}, {"dtype_of", b.dtype_of}};
+        if (b.times > 1) jb["times"] = b.times;
+        if (!b.ceil_div_dim.empty()) jb["ceil_div"] = {b.ceil_div_dim, b.ceil_div_by};
+        jc["scratch"].push_back(jb);
+      }
       if (arch) jc["served"] = jserved;
       jr["candidates"].push_back(jc);
     }
