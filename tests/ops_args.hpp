@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cake_c.h"
 #include "error.hpp"
 #include "ops.hpp"
 
@@ -49,6 +50,31 @@ class OpsArgs : public ::testing::Test {
     o.aot_dir = "";
     return o;
   }
+};
+
+// The same checks through the C ABI: cake_prepare of `op` on the named tensors with the
+// options' JSON (null: none) must fail with CAKE_ERROR_ARGUMENT, a message holding `text`,
+// and no launch.
+class CAbiArgs {
+ public:
+  CAbiArgs() { EXPECT_EQ(cake_runtime_create("{\"cache_dir\": \"\"}", &rt_), CAKE_OK) << cake_last_error(); }
+  ~CAbiArgs() { cake_runtime_destroy(rt_); }
+  CAbiArgs(const CAbiArgs&) = delete;
+  CAbiArgs& operator=(const CAbiArgs&) = delete;
+  void rejects(const char* op, const std::vector<std::pair<const char*, const DLTensor*>>& tensors, const char* options,
+               const std::string& text) {
+    std::vector<const char*> names;
+    std::vector<const DLTensor*> views;
+    for (const auto& [n, d] : tensors) names.push_back(n), views.push_back(d);
+    cake_launch* l = nullptr;
+    EXPECT_EQ(cake_prepare(rt_, op, int(names.size()), names.data(), views.data(), options, &l), CAKE_ERROR_ARGUMENT)
+        << cake_last_error();
+    EXPECT_NE(std::string(cake_last_error()).find(text), std::string::npos) << cake_last_error();
+    EXPECT_EQ(l, nullptr);
+  }
+
+ private:
+  cake_runtime* rt_ = nullptr;
 };
 
 }  // namespace cake::test

@@ -153,6 +153,26 @@ for shape_x, shape_w in [((1000, 512), (64, 512)), ((3, 300, 256), (3, 128, 256)
         cake.runtime().run("dense_gemm.fwd", y=y_kn, x=xd, w=w_kn.t())
         close(y_kn, yref, 1e-2, 1e-2, "dense_gemm.fwd, w stored [K, N], vs FP64")
 
+# -- router_gemm through the generic entry point: FP32 logits from an f32 master weight (and a
+# bf16 one), dx and dw, within the FP32 budget (relative Frobenius <= 5e-5)
+def fp32_close(got, ref, what):
+    rel = ((got.double() - ref).norm() / ref.norm()).item()
+    check(rel <= 5e-5, f"{what}: relative Frobenius error {rel:.2e}")
+
+
+xr, wr, gr = bf16(2000, 512), torch.randn(64, 512, device=dev) * 0.02, torch.randn(2000, 64, device=dev) * 1e-3
+for w_router in (wr, wr.to(torch.bfloat16)):
+    logits = torch.empty(2000, 64, device=dev)
+    cake.runtime().run("router_gemm.fwd", logits=logits, x=xr, w=w_router)
+    fp32_close(logits, xr.double() @ w_router.double().t(), f"router_gemm.fwd ({w_router.dtype} w) vs FP64")
+    dxr = torch.empty(2000, 512, device=dev)
+    cake.runtime().run("router_gemm.dgrad", dx=dxr, dlogits=gr, w=w_router)
+    fp32_close(dxr, gr.double() @ w_router.double(), f"router_gemm.dgrad ({w_router.dtype} w) vs FP64")
+dwr = torch.randn(64, 512, device=dev)
+before = dwr.clone()
+cake.runtime().run("router_gemm.wgrad", dw=dwr, dlogits=gr, x=xr, accumulate=True)
+fp32_close(dwr, before.double() + gr.double().t() @ xr.double(), "router_gemm.wgrad accumulate vs FP64")
+
 # -- deterministic mode: a non-deterministic request runs deterministic (and logs once)
 torch.use_deterministic_algorithms(True)
 check(ct.calls.options(deterministic=False)["deterministic"] is True, "use_deterministic_algorithms forces deterministic")

@@ -1,7 +1,6 @@
 // Every argument of dense_gemm.fwd, .dgrad and .wgrad, plain and batched, rejected before
 // anything happens, through the C++ API and the C ABI.
 #include "ops_args.hpp"
-#include "cake_c.h"
 #include "dense_gemm_ops.hpp"
 
 namespace cake {
@@ -146,32 +145,18 @@ TEST_F(OpsArgs, DenseGemmDgradAndWgrad) {
 }
 
 TEST_F(OpsArgs, DenseGemmCAbi) {
-  cake_runtime* rt = nullptr;
-  ASSERT_EQ(cake_runtime_create("{\"cache_dir\": \"\"}", &rt), CAKE_OK) << cake_last_error();
+  test::CAbiArgs c;
   FakeTensor y(1 * kGiB, kBf16, {kT, kN}), x(2 * kGiB, kBf16, {kT, kK}), w(3 * kGiB, kBf16, {kN, kK}),
       dy(5 * kGiB, kBf16, {kT, kN}), dw(7 * kGiB, kF32, {kN, kK});
-  cake_launch* l = nullptr;
-  auto prepare = [&](const char* op, std::vector<std::pair<const char*, const DLTensor*>> t, const char* options) {
-    std::vector<const char*> names;
-    std::vector<const DLTensor*> tensors;
-    for (auto& [n, d] : t) names.push_back(n), tensors.push_back(d);
-    return cake_prepare(rt, op, int(t.size()), names.data(), tensors.data(), options, &l);
-  };
-  auto expect = [&](cake_status st, const std::string& text) {
-    EXPECT_EQ(st, CAKE_ERROR_ARGUMENT) << cake_last_error();
-    EXPECT_NE(std::string(cake_last_error()).find(text), std::string::npos) << cake_last_error();
-    EXPECT_EQ(l, nullptr);
-  };
-  expect(prepare("dense_gemm.fwd", {{"y", nullptr}, {"x", &x.dl}, {"w", &w.dl}}, nullptr), "argument 'y': null");
-  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}}, nullptr), "argument 'w': missing");
-  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &w.dl}}, nullptr),
-         "offs");
-  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &dw.dl}, {"w", &w.dl}}, nullptr), "argument 'x'");
-  expect(prepare("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}}, "{\"accumulate\": true}"),
-         "argument 'accumulate': dense_gemm.fwd does not accumulate");
-  expect(prepare("dense_gemm.wgrad", {{"dw", &y.dl}, {"dy", &dy.dl}, {"x", &x.dl}}, "{\"accumulate\": true}"),
-         "argument 'dw'");
-  cake_runtime_destroy(rt);
+  c.rejects("dense_gemm.fwd", {{"y", nullptr}, {"x", &x.dl}, {"w", &w.dl}}, nullptr, "argument 'y': null");
+  c.rejects("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}}, nullptr, "argument 'w': missing");
+  c.rejects("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &w.dl}}, nullptr,
+            "offs");
+  c.rejects("dense_gemm.fwd", {{"y", &y.dl}, {"x", &dw.dl}, {"w", &w.dl}}, nullptr, "argument 'x'");
+  c.rejects("dense_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}}, "{\"accumulate\": true}",
+            "argument 'accumulate': dense_gemm.fwd does not accumulate");
+  c.rejects("dense_gemm.wgrad", {{"dw", &y.dl}, {"dy", &dy.dl}, {"x", &x.dl}}, "{\"accumulate\": true}",
+            "argument 'dw'");
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // Every argument of grouped_gemm.fwd, .dgrad and .wgrad, rejected before anything happens,
 // through the C++ API and the C ABI.
 #include "ops_args.hpp"
-#include "cake_c.h"
 #include "grouped_gemm_ops.hpp"
 
 namespace cake {
@@ -185,36 +184,22 @@ TEST_F(OpsArgs, GroupedGemmWgrad) {
 }
 
 TEST_F(OpsArgs, GroupedGemmCAbi) {
-  cake_runtime* rt = nullptr;
-  ASSERT_EQ(cake_runtime_create("{\"cache_dir\": \"\"}", &rt), CAKE_OK) << cake_last_error();
+  test::CAbiArgs c;
   FakeTensor y(1 * kGiB, kBf16, {kM, kN}), x(2 * kGiB, kBf16, {kM, kK}), w(3 * kGiB, kBf16, {kE, kN, kK}),
       offs(4 * kGiB, kI32, {kE}), g(5 * kGiB, kBf16, {kM, kN}), dw(7 * kGiB, kF32, {kE, kN, kK});
-  cake_launch* l = nullptr;
-  auto prepare = [&](const char* op, std::vector<std::pair<const char*, const DLTensor*>> t, const char* options) {
-    std::vector<const char*> names;
-    std::vector<const DLTensor*> tensors;
-    for (auto& [n, d] : t) names.push_back(n), tensors.push_back(d);
-    return cake_prepare(rt, op, int(t.size()), names.data(), tensors.data(), options, &l);
-  };
-  auto expect = [&](cake_status st, const std::string& text) {
-    EXPECT_EQ(st, CAKE_ERROR_ARGUMENT) << cake_last_error();
-    EXPECT_NE(std::string(cake_last_error()).find(text), std::string::npos) << cake_last_error();
-    EXPECT_EQ(l, nullptr);
-  };
-  expect(prepare("grouped_gemm.fwd", {{"y", nullptr}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &offs.dl}}, nullptr),
-         "argument 'y': null");
-  expect(prepare("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}}, nullptr), "argument 'offs': missing");
-  expect(prepare("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &dw.dl}}, ""),
-         "argument 'offs'");
-  expect(prepare("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &dw.dl}, {"w", &w.dl}, {"offs", &offs.dl}}, nullptr),
-         "argument 'x'");
-  expect(prepare("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &offs.dl}},
-                 "{\"accumulate\": true}"),
-         "argument 'accumulate': grouped_gemm.fwd does not accumulate");
-  expect(prepare("grouped_gemm.wgrad", {{"dw", &y.dl}, {"g", &g.dl}, {"x", &x.dl}, {"offs", &offs.dl}},
-                 "{\"accumulate\": true, \"candidate\": \"x\"}"),
-         "argument 'dw'");
-  cake_runtime_destroy(rt);
+  c.rejects("grouped_gemm.fwd", {{"y", nullptr}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &offs.dl}}, nullptr,
+            "argument 'y': null");
+  c.rejects("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}}, nullptr, "argument 'offs': missing");
+  c.rejects("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &dw.dl}}, "",
+            "argument 'offs'");
+  c.rejects("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &dw.dl}, {"w", &w.dl}, {"offs", &offs.dl}}, nullptr,
+            "argument 'x'");
+  c.rejects("grouped_gemm.fwd", {{"y", &y.dl}, {"x", &x.dl}, {"w", &w.dl}, {"offs", &offs.dl}},
+            "{\"accumulate\": true}",
+            "argument 'accumulate': grouped_gemm.fwd does not accumulate");
+  c.rejects("grouped_gemm.wgrad", {{"dw", &y.dl}, {"g", &g.dl}, {"x", &x.dl}, {"offs", &offs.dl}},
+            "{\"accumulate\": true, \"candidate\": \"x\"}",
+            "argument 'dw'");
 }
 
 }  // namespace

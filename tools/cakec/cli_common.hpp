@@ -47,6 +47,13 @@ std::optional<std::regex> parse_filter_arg(const std::string& option, const std:
 // "name=value" -> pair; UsageError naming the option otherwise.
 std::pair<std::string, std::string> split_assignment(const std::string& option, const std::string& s);
 
+// A CLI11 check for sizes a GEMM's rows need (16-byte rows of bf16): empty when `v` is a
+// positive multiple of 8, else the message.
+inline std::string positive_multiple_of_8(const std::string& v) {
+  long long x = 0;
+  return CLI::detail::lexical_cast(v, x) && x > 0 && x % 8 == 0 ? std::string() : "must be a positive multiple of 8, got " + v;
+}
+
 // Left-aligned text table.
 std::string format_table(const std::vector<std::string>& header,
                          const std::vector<std::vector<std::string>>& rows);

@@ -1,0 +1,124 @@
+// The router_gemm family's routes (no GPU): which parts each op runs for each weight dtype,
+// the scratch each lays out (the split parts and the products, checked against the layout the
+// family's binder uses), accumulate only when asked, every candidate deterministic.
+#include <gtest/gtest.h>
+
+#include "fixtures.hpp"
+#include "planner.hpp"
+#include "test_util.hpp"
+
+namespace cake {
+namespace {
+
+class RouterGemmRoutes : public ::testing::Test {
+ protected:
+  void SetUp() override { reg_ = Registry::load_default(); }
+  PlanResult plan(const Problem& p, const Device& d) const { return Planner(reg_, test::all_jit(reg_)).plan(p, d); }
+  // A problem as the ops build it; `w` is w's dtype (fwd, dgrad), `out` the output's.
+  static Problem problem(const std::string& op, const std::string& w, const std::string& out = "f32",
+                         bool accumulate = false, int64_t t = 16384, int64_t e = 256, int64_t h = 7168) {
+    Problem p;
+    p.op = "router_gemm." + op;
+    p.dims = {{"t", t}, {"e", e}, {"h", h}};
+    p.accumulate = accumulate;
+    if (op == "fwd") p.dtypes = {{"logits", DType::f32}, {"x", DType::bf16}, {"w", *parse_dtype(w)}};
+    if (op == "dgrad") p.dtypes = {{"dx", *parse_dtype(out)}, {"dlogits", DType::f32}, {"w", *parse_dtype(w)}};
+    if (op == "wgrad") p.dtypes = {{"dw", DType::f32}, {"dlogits", DType::f32}, {"x", DType::bf16}};
+    for (const auto& [name, dt] : p.dtypes) p.align[name] = 256;
+    return p;
+  }
+  static std::vector<std::string> programs(const Plan& p) {
+    std::vector<std::string> v;
+    for (const auto& s : p.stages) v.push_back(s.program->name);
+    return v;
+  }
+  std::shared_ptr<const Registry> reg_;
+  Device hopper_{*Arch::parse("sm_90a"), 132, 232448};
+  Device ampere_{*Arch::parse("sm_80"), 108, 166912};
+};
+
+constexpr int64_t kT = 16384, kE = 256, kH = 7168;
+int64_t aligned(int64_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+TEST_F(RouterGemmRoutes, ForwardIsOneGemmForABf16WeightAndThreeForAnF32One) {
+  for (const Device& d : {hopper_, ampere_}) {
+    auto r = plan(problem("fwd", "bf16"), d);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, "fwd_bf16w_portable_128x128");
+    EXPECT_EQ(r.plan->scratch_bytes, 0);
+    r = plan(problem("fwd", "f32"), d);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, "fwd_bf16x3_portable_128x128");
+    EXPECT_EQ(programs(*r.plan),
+              (std::vector<std::string>{"router_parts_v8", "router_portable_fwd_f32_128x128x32_s4_w2x2",
+                                        "router_portable_fwd_f32_acc_128x128x32_s4_w2x2",
+                                        "router_portable_fwd_f32_acc_128x128x32_s4_w2x2"}));
+    EXPECT_EQ(r.plan->stages[0].kernel, 0);  // split<float>
+    // w's three parts, [3, E, H] bf16.
+    EXPECT_EQ(r.plan->scratch_bytes, 3 * kE * kH * 2);
+    EXPECT_EQ(r.plan->scratch_offsets, std::vector<int64_t>{0});
+  }
+}
+
+TEST_F(RouterGemmRoutes, DgradLaysThePartsAlongE) {
+  // bf16 w: dlogits' [T, 3 E] and w' [3 E, H]; f32 w: six products, [T, 6 E] and [6 E, H].
+  for (const auto& [w, parts] : {std::pair{"bf16", 3}, std::pair{"f32", 6}}) {
+    for (const std::string out : {"bf16", "f32"}) {
+      SCOPED_TRACE(std::string(w) + " w, " + out + " dx");
+      auto r = plan(problem("dgrad", w, out), hopper_);
+      ASSERT_TRUE(r.ok()) << r.error;
+      EXPECT_EQ(r.plan->route, "dgrad_" + out + "_" + w + "w_" + (out == "bf16" ? "sm90_128x256" : "portable_128x128"));
+      ASSERT_EQ(r.plan->stages.size(), 3u);
+      EXPECT_EQ(r.plan->stages[0].kernel, 0);
+      EXPECT_EQ(r.plan->stages[1].kernel, std::string(w) == "f32" ? 0 : 1);
+      const int64_t a = kT * parts * kE * 2;
+      EXPECT_EQ(r.plan->scratch_offsets, (std::vector<int64_t>{0, aligned(a)}));
+      EXPECT_EQ(r.plan->scratch_bytes, aligned(a) + parts * kE * kH * 2);
+      EXPECT_EQ(r.plan->stages[2].bind.at("a"), "scratch.0");
+      EXPECT_EQ(r.plan->stages[2].bind.at("b"), "scratch.1");
+      r = plan(problem("dgrad", w, out), ampere_);
+      ASSERT_TRUE(r.ok()) << r.error;
+      EXPECT_EQ(r.plan->stages[2].program->templ, "smxx_gemm.cuh");
+    }
+  }
+}
+
+TEST_F(RouterGemmRoutes, WgradSumsThePartsAndAccumulatesOnlyWhenAsked) {
+  for (const bool acc : {false, true}) {
+    auto r = plan(problem("wgrad", "bf16", "f32", acc), hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, acc ? "wgrad_acc_sm90_128x256" : "wgrad_sm90_128x256");
+    EXPECT_EQ(r.plan->accumulate, acc ? Accumulate::fused : Accumulate::off);
+    ASSERT_EQ(r.plan->stages.size(), 3u);
+    EXPECT_EQ(r.plan->stages[2].kernel, acc ? 3 : 2);  // sum, sum accumulating
+    // dlogits' [T, 3 E] bf16, then the products [3 E, H] f32.
+    EXPECT_EQ(r.plan->scratch_offsets, (std::vector<int64_t>{0, aligned(kT * 3 * kE * 2)}));
+    EXPECT_EQ(r.plan->scratch_bytes, aligned(kT * 3 * kE * 2) + 3 * kE * kH * 4);
+    r = plan(problem("wgrad", "bf16", "f32", acc), ampere_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, acc ? "wgrad_acc_portable_128x128" : "wgrad_portable_128x128");
+  }
+}
+
+// E and H multiples of 8 (the GEMMs' rows, the split's vectors); the windows say so too.
+TEST_F(RouterGemmRoutes, WindowsAskForMultiplesOfEight) {
+  auto r = plan(problem("fwd", "f32", "f32", false, 100, 60, 4096), hopper_);
+  EXPECT_FALSE(r.ok());
+  r = plan(problem("dgrad", "bf16", "bf16", false, 100, 64, 4100), hopper_);
+  EXPECT_FALSE(r.ok());
+}
+
+// No router candidate is non-deterministic, so a default call is never given one.
+TEST_F(RouterGemmRoutes, EveryCandidateIsDeterministic) {
+  int seen = 0;
+  for (const auto& route : reg_->routes())
+    if (route.op.rfind("router_gemm.", 0) == 0)
+      for (const auto& c : route.candidates) {
+        EXPECT_TRUE(c.deterministic) << route.op << " " << c.name;
+        ++seen;
+      }
+  EXPECT_EQ(seen, 2 + 6 + 4);
+}
+
+}  // namespace
+}  // namespace cake
