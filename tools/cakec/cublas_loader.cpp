@@ -10,25 +10,29 @@
 
 namespace cakec {
 
-Cublas::Cublas(const std::string& path) {
+void* dlopen_first(const std::string& path, const std::vector<std::string>& sonames, std::string& opened,
+                   std::string& errors) {
   std::vector<std::string> names;
   if (!path.empty()) names.push_back(path);
-  const std::vector<std::string> sonames = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
   for (const auto& n : sonames) names.push_back(n);
   std::vector<std::string> dirs;
   if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/lib64/");
   dirs.push_back("/usr/local/cuda/lib64/");
   for (const auto& d : dirs)
     for (const auto& n : sonames) names.push_back(d + n);
-  std::string errors;
   for (const auto& n : names) {
-    handle_ = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle_) {
-      path_ = n;
-      break;
+    if (void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      opened = n;
+      return h;
     }
     if (const char* e = ::dlerror(); e && errors.size() < 400) errors += std::string(errors.empty() ? "" : "; ") + e;
   }
+  return nullptr;
+}
+
+Cublas::Cublas(const std::string& path) {
+  std::string errors;
+  handle_ = dlopen_first(path, {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, path_, errors);
   if (!handle_) {
     missing_ = "libcublas not found (" + errors + ")";
     return;

@@ -6,6 +6,7 @@
 #include <cublas_api.h>
 
 #include <string>
+#include <vector>
 
 namespace cakec {
 
@@ -48,6 +49,12 @@ class Cublas {
   CublasApi api_;
   std::string missing_, path_;
 };
+
+// dlopen of the first library that loads: `path` when not empty, then each soname, then each
+// under $CUDA_HOME/lib64 and /usr/local/cuda/lib64. Null (the loader's messages in `errors`)
+// when none does; `opened` is the name that loaded.
+void* dlopen_first(const std::string& path, const std::vector<std::string>& sonames, std::string& opened,
+                   std::string& errors);
 
 // "CUBLAS_STATUS_NOT_SUPPORTED" and the like.
 const char* cublas_status_name(cublasStatus_t s);

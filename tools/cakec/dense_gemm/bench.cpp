@@ -1,8 +1,9 @@
 // cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, wgrad
 // accumulating into f32) against cublasGemmEx (default algorithm, FP32 compute, same dtypes;
-// beta = 1 for the accumulate) in one process. CUDA events, L2 flushed before each timed
-// call, the two timed in turn rep by rep; VS_CUBLAS is the median over reps of cuBLAS's time
-// / cake's (bench_stats.hpp). Each row's roofline is the larger of its bytes at the copy
+// beta = 1 for the accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for the row,
+// each timed first) in one process. CUDA events, L2 flushed before each timed call, the
+// contenders timed in turn rep by rep; VS_BEST is the median over reps of the faster
+// baseline's time / cake's (bench_stats.hpp). Each row's roofline is the larger of its bytes at the copy
 // bandwidth and its FLOPs at cuBLAS's 8192^3 rate, both measured at the start of the run;
 // ROOF% is the share of it each reaches. Outputs are compared with cuBLAS's (--no-check skips).
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "bench_util.hpp"
 #include "cli_common.hpp"
 #include "cublas_loader.hpp"
+#include "cublaslt_loader.hpp"
 #include "dense_gemm_ops.hpp"
 #include "error.hpp"
 
@@ -59,8 +61,8 @@ class Bench {
     std::printf("cakec bench dense_gemm: %s; copy %.0f GB/s, cuBLAS bf16 8192^3 %.0f TFLOP/s; bf16 in, fp32 compute; median "
                 "of %d in turn, L2 flushed\n",
                 cake::Driver::instance().device(0).name.c_str(), bytes_per_ms_ / 1e6, flops_per_ms_ / 1e9, a_.reps);
-    std::printf("%-9s %6s %5s %7s  %9s %9s  %9s  %6s %6s  %s\n", "OP", "K", "N", "T", "CAKE_MS", "CUBLAS_MS",
-                "VS_CUBLAS", "ROOF%c", "ROOF%b", "ROUTE / CHECK");
+    std::printf("%-9s %6s %5s %7s  %9s %9s %9s  %8s  %6s %6s  %s\n", "OP", "K", "N", "T", "CAKE_MS", "CUBLAS_MS",
+                "LT8_MS", "VS_BEST", "ROOF%c", "ROOF%b", "ROUTE / CHECK");
   }
 
   // Column-major cublasGemmEx, C = op(A) op(B), bf16 A and B, C bf16 or f32 (beta 1 with acc).
@@ -79,6 +81,35 @@ class Bench {
     if (op == "fwd") gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, w_.ptr(), K, x_.ptr(), K, ref_.ptr(), N, false, false);
     else if (op == "dgrad") gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, w_.ptr(), K, dy_.ptr(), N, ref_.ptr(), K, false, false);
     else gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, x_.ptr(), K, dy_.ptr(), N, ref_.ptr(), K, op == "wgrad_acc", op == "wgrad_acc");
+  }
+
+  // The same GEMM for cuBLASLt: its descriptors, operands and output.
+  struct LtCall {
+    LtGemm g;
+    const void *a, *b;
+  };
+  LtCall lt_call(const std::string& op, int64_t t, int64_t n, int64_t k) const {
+    const int T = int(t), N = int(n), K = int(k);
+    const bool acc = op == "wgrad_acc";
+    const cudaDataType cd = acc ? CUDA_R_32F : CUDA_R_16BF;
+    if (op == "fwd") return {{CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, CUDA_R_16BF, cd, K, K, N, 0.0f}, w_.ptr(), x_.ptr()};
+    if (op == "dgrad") return {{CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, CUDA_R_16BF, cd, K, N, K, 0.0f}, w_.ptr(), dy_.ptr()};
+    return {{CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, CUDA_R_16BF, cd, K, N, K, acc ? 1.0f : 0.0f}, x_.ptr(), dy_.ptr()};
+  }
+
+  // The fastest of cuBLASLt's top 8 for the row (each timed thrice, L2 flushed): its index, or
+  // -1 when cuBLASLt is missing or runs none of them.
+  int best_lt_algo(const LtMatmul& m, const LtCall& c) {
+    int best = -1;
+    double best_ms = 0;
+    for (int i = 0; i < m.algos(); ++i) {
+      if (!m.run(i, c.a, c.b, ref_.ptr(), timer_.stream)) continue;
+      std::vector<double> t;
+      for (uint32_t r = 0; r < 3; ++r) t.push_back(timer_.timed_ms([&] { m.run(i, c.a, c.b, ref_.ptr(), timer_.stream); }, r));
+      const double ms = median_time(t);
+      if (best < 0 || ms < best_ms) best = i, best_ms = ms;
+    }
+    return best;
   }
 
   cake::Launch prepare(const std::string& op, int64_t t, int64_t n, int64_t k) {
@@ -125,16 +156,30 @@ class Bench {
   void row(const std::string& op, int64_t t, int64_t n, int64_t k) {
     cake::Launch l = prepare(op, t, n, k);
     const size_t out_bytes = size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k) * (op == "wgrad_acc" ? 4 : 2);
-    CAKE_CU(cuMemsetD8(out_.get(), 0, out_bytes));  // accumulate: both start from zeros and add as often
-    CAKE_CU(cuMemsetD8(ref_.get(), 0, out_bytes));
+    // The check first, on one call each from zeros (accumulating, both add once), all on the
+    // timer's stream in order.
+    CAKE_CU(cuMemsetD32Async(out_.get(), 0, out_bytes / 4, timer_.stream));
+    CAKE_CU(cuMemsetD32Async(ref_.get(), 0, out_bytes / 4, timer_.stream));
+    l.launch(timer_.stream);
+    cublas_op(op, t, n, k);
+    const std::string check = a_.check ? compare(op, t, n, k) : "";
+    std::vector<std::function<void()>> fs{[&] { l.launch(timer_.stream); }, [&] { cublas_op(op, t, n, k); }};
+    std::unique_ptr<LtMatmul> lt;
+    const LtCall lc = lt_call(op, t, n, k);
+    int algo = -1;
+    if (lt_lib_.available()) {
+      lt = std::make_unique<LtMatmul>(lt_lib_, lc.g, lt_ws_.ptr(), lt_ws_.bytes());
+      algo = best_lt_algo(*lt, lc);
+      if (algo >= 0) fs.push_back([&] { lt->run(algo, lc.a, lc.b, ref_.ptr(), timer_.stream); });
+    }
     std::vector<TimedCall> calls;
-    const auto med = timer_.median_ms_interleaved(
-        {[&] { l.launch(timer_.stream); }, [&] { cublas_op(op, t, n, k); }}, a_.reps, true, &calls);
+    const auto med = timer_.median_ms_interleaved(fs, a_.reps, true, &calls);
+    const double lt_ms = fs.size() > 2 ? med[2] : NAN, best_ms = std::fmin(med[1], lt_ms);
     const double roof = std::max(bytes(op, t, n, k) / bytes_per_ms_, 2.0 * t * double(n) * k / flops_per_ms_);
     const std::string route = l.plan() ? l.plan()->route : "(none)";
-    std::printf("%-9s %6lld %5lld %7lld  %9.4f %9.4f  %8.3fx  %5.1f%% %5.1f%%  %s %s\n", op.c_str(), (long long)k,
-                (long long)n, (long long)t, med[0], med[1], median_rep_ratio(calls), 100 * roof / med[0],
-                100 * roof / med[1], route.c_str(), a_.check ? compare(op, t, n, k).c_str() : "");
+    std::printf("%-9s %6lld %5lld %7lld  %9.4f %9.4f %9.4f  %7.3fx  %5.1f%% %5.1f%%  %s %s\n", op.c_str(), (long long)k,
+                (long long)n, (long long)t, med[0], med[1], lt_ms, median_rep_ratio(calls), 100 * roof / med[0],
+                100 * roof / best_ms, route.c_str(), check.c_str());
     std::fflush(stdout);
   }
   bool failed() const { return failed_; }
@@ -144,8 +189,9 @@ class Bench {
   cake::Runtime rt_;
   Timer timer_;
   Cublas lib_;
+  CublasLt lt_lib_;
   std::unique_ptr<CublasHandle> handle_;
-  cake::DeviceBuffer x_, dy_, w_, out_, ref_;
+  cake::DeviceBuffer x_, dy_, w_, out_, ref_, lt_ws_{size_t(64) << 20};
   double bytes_per_ms_ = 0, flops_per_ms_ = 0;
   mutable bool failed_ = false;
 };
@@ -167,15 +213,9 @@ int run(const Args& a) {
 void add_bench_dense_gemm(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<Args>();
   auto* c = bench.add_subcommand("dense_gemm", "Projection GEMM fwd/dgrad/wgrad against cublasGemmEx, with rooflines");
-  // The op's own check would refuse them too, but only once the GPU and cuBLAS are set up.
-  const auto multiple_of_8 = [](const std::string& v) {
-    long long x = 0;
-    return CLI::detail::lexical_cast(v, x) && x > 0 && x % 8 == 0 ? std::string()
-                                                                  : "must be a positive multiple of 8, got " + v;
-  };
-  c->add_option("--k", a->ks, "K, the input width, a multiple of 8 (default 4096)")->check(multiple_of_8);
+  c->add_option("--k", a->ks, "K, the input width, a multiple of 8 (default 4096)")->check(positive_multiple_of_8);
   c->add_option("--n", a->ns, "N, the output width, a multiple of 8 (default 32 64 128 512 1024)")
-      ->check(multiple_of_8);
+      ->check(positive_multiple_of_8);
   c->add_option("--t", a->ts, "T, tokens (default 1024 4097 16173 32768 65537 131072)")->check(CLI::PositiveNumber);
   c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
   c->add_option("--reps", a->reps, "timed calls per contender and row (default 10)")->check(CLI::Range(1, 1000));
