@@ -8,6 +8,7 @@
 // ROOF% is the share of it each reaches. Outputs are compared with cuBLAS's (--no-check skips).
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "bench_util.hpp"
@@ -147,9 +148,18 @@ class Bench {
     double num = 0, den = 0;
     for (size_t i = 0; i < count; ++i) num += double(got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
     const double rel = std::sqrt(num / std::max(den, 1e-300));
-    char buf[64];
+    char buf[160];
     std::snprintf(buf, sizeof(buf), "%s %.1e", rel <= 1e-2 ? "ok" : "BAD", rel);
-    if (rel > 1e-2 || std::isnan(rel)) failed_ = true;
+    if (rel > 1e-2 || std::isnan(rel)) {
+      failed_ = true;
+      // Where: how many elements differ by more than 1e-2 (1 + |cuBLAS|), the first of them.
+      const int64_t cols = op == "fwd" ? n : k;
+      size_t bad = 0, first = 0;
+      for (size_t i = 0; i < count; ++i)
+        if (!(std::fabs(got[i] - want[i]) <= 1e-2 * (1 + std::fabs(want[i]))) && bad++ == 0) first = i;
+      std::snprintf(buf + std::strlen(buf), sizeof(buf) - std::strlen(buf), " (%zu elements off; first [%lld, %lld]: %g, cuBLAS %g)",
+                    bad, (long long)(int64_t(first) / cols), (long long)(int64_t(first) % cols), got[first], want[first]);
+    }
     return buf;
   }
 
