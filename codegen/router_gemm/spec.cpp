@@ -8,11 +8,13 @@
 //   dgrad:       the parts laid along the reduction (E): dlogits' [T, P E] x w' [P E, H], one
 //                GEMM; w bf16: P = 3 (d_hi w + d_mid w + d_lo w), w f32: P = 6 (every product
 //                of parts i + j <= 2 from 0, the rest is below FP32's rounding);
-//   wgrad:       the parts of dlogits side by side as 3 E columns: dw' [3 E, H] = dlogits'^T x,
-//                one GEMM into scratch, then dw = lo + mid + hi (+ dw, accumulating).
+//   wgrad:       the parts of dlogits side by side as 3 E columns: dw' [3 E, H] = dlogits'^T x
+//                per chunk of kWgradChunk rows (groups of the GEMM, so no sum runs longer),
+//                one GEMM into scratch, then dw = the sum of the chunks' parts (+ dw).
 // Every route is deterministic (fixed orders everywhere, the GEMMs' own included).
 #include "family.hpp"
 #include "gemm_programs.hpp"
+#include "router_gemm_contract.h"
 
 namespace cake::codegen {
 namespace {
@@ -47,6 +49,13 @@ json stage(const std::string& program, int kernel, json bind) {
 
 json buffer(std::vector<std::string> dims, const std::string& dtype_of, int times) {
   return {{"dims", dims}, {"dtype_of", dtype_of}, {"times", times}};
+}
+
+// A buffer with one copy per chunk of wgrad's rows.
+json per_chunk(std::vector<std::string> dims, const std::string& dtype_of, int times) {
+  json b = buffer(std::move(dims), dtype_of, times);
+  b["ceil_div"] = {"t", router::kWgradChunk};
+  return b;
 }
 
 const GemmOp kFwd{"fwd", gemm::kOpFwd}, kDgrad{"dgrad", gemm::kOpDgrad}, kWgrad{"wgrad", gemm::kOpWgrad};
@@ -129,7 +138,8 @@ FamilySpec family_spec_router_gemm() {
   }
   f.routes.push_back({{"op", "router_gemm.dgrad"}, {"candidates", dgrad}});
 
-  // wgrad: dlogits' [T, 3 E] in scratch, dw' [3 E, H] f32 = dlogits'^T x, then the sum.
+  // wgrad: dlogits' [T, 3 E] in scratch (and the chunks' ends), dw' [chunks, 3 E, H] f32 =
+  // dlogits'^T x chunk by chunk, then the sum.
   json wgrad = json::array();
   for (const bool acc : {false, true}) {
     for (const auto& [tag, prog, arch] :
@@ -138,13 +148,15 @@ FamilySpec family_spec_router_gemm() {
                      "sm_80+"}}) {
       json c = {{"name", std::string(acc ? "wgrad_acc_" : "wgrad_") + tag},
                 {"stages",
-                 {stage(kParts, kSplitF32, {{"in", "dlogits"}, {"out", "scratch.0"}}),
-                  stage(prog, 0, {{"a", "scratch.0"}, {"b", "x"}, {"out", "scratch.1"}}),
+                 {stage(kParts, kSplitF32, {{"in", "dlogits"}, {"out", "scratch.0"}, {"offs", "scratch.2"}}),
+                  stage(prog, 0, {{"a", "scratch.0"}, {"b", "x"}, {"out", "scratch.1"}, {"offs", "scratch.2"}}),
                   stage(kParts, acc ? kSumAccumulate : kSum, {{"in", "scratch.1"}, {"out", "dw"}})}},
                 {"window", window(arch, {{"dw", "f32"}, {"dlogits", "f32"}, {"x", "bf16"}})},
-                {"scratch", json::array({buffer({"t", "e"}, "x", 3), buffer({"e", "h"}, "dw", 3)})},
-                {"note", acc ? "3 parts of dlogits, one GEMM, dw += lo + mid + hi"
-                             : "3 parts of dlogits, one GEMM, dw = lo + mid + hi"}};
+                // dlogits' parts; the products, per chunk; the chunks' ends (int32, one per E).
+                {"scratch", json::array({buffer({"t", "e"}, "x", 3), per_chunk({"e", "h"}, "dw", 3),
+                                         per_chunk({"e"}, "dw", 1)})},
+                {"note", acc ? "3 parts of dlogits, one GEMM over chunks of rows, dw += their sum"
+                             : "3 parts of dlogits, one GEMM over chunks of rows, dw = their sum"}};
       if (acc) c["accumulate"] = "fused";
       wgrad.push_back(c);
     }

@@ -20,6 +20,8 @@ constexpr int kMaxBlocks = 8;
 // Blocks side by side in a row (block_stride = cols, ld_out = blocks x cols) lay the parts
 // along a GEMM's reduction; blocks one after another (block_stride = rows x cols, ld_out =
 // cols) stack them as separate operands. cols % kSplitVec == 0; pointers 16-byte aligned.
+// With `offs`, the split also writes the group ends of `rows` cut into chunks of `chunk` rows
+// (offs[g] = min((g + 1) chunk, rows)): the wgrad GEMM then sums each chunk apart.
 struct SplitArgs {
   const void* in;
   void* out;
@@ -29,15 +31,25 @@ struct SplitArgs {
   long long block_stride;
   int blocks;
   unsigned char pattern[kMaxBlocks];
-  int reserved;
+  int chunk;
+  int* offs;
 };
-CAKE_CONTRACT_SIZE(SplitArgs, 64);
+CAKE_CONTRACT_SIZE(SplitArgs, 72);
 CAKE_CONTRACT_FIELD(SplitArgs, block_stride, 40);
 CAKE_CONTRACT_FIELD(SplitArgs, blocks, 48);
 CAKE_CONTRACT_FIELD(SplitArgs, pattern, 52);
+CAKE_CONTRACT_FIELD(SplitArgs, chunk, 60);
+CAKE_CONTRACT_FIELD(SplitArgs, offs, 64);
+
+// wgrad's reduction over T runs in chunks of this many rows, each summed into its own FP32
+// product: the tensor cores' FP32 accumulation drifts with the length of a sum (on the H100,
+// 1.2e-4 relative over 32768-row sums, against the FP32 budget's 5e-5), and a sum of at most
+// kWgradChunk rows stays well inside the budget. The chunks' products are added in the sum.
+constexpr int kWgradChunk = 4096;
 
 // sum: out[i] = sum of parts[p * n + i] over the blocks, the last block first (the parts'
-// products from the smallest up), then, accumulating, out[i] + that sum, rounded once more.
+// products from the smallest up, chunk by chunk from the last), then, accumulating, out[i] +
+// that sum, rounded once more.
 // n % kSumVec == 0; pointers 16-byte aligned.
 struct SumArgs {
   const float* parts;

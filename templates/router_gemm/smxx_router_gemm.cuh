@@ -30,6 +30,13 @@ __global__ void __launch_bounds__(kThreads) split(const SplitArgs args) {
   const long long vecs_per_row = args.cols / kSplitVec;
   const long long vecs = args.rows * vecs_per_row;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  if (args.offs != nullptr) {
+    const long long chunks = (args.rows + args.chunk - 1) / args.chunk;
+    for (long long g = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; g < chunks; g += stride) {
+      const long long end = (g + 1) * args.chunk;
+      args.offs[g] = static_cast<int>(end < args.rows ? end : args.rows);
+    }
+  }
   for (long long g = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; g < vecs; g += stride) {
     const long long r = g / vecs_per_row, c = (g - r * vecs_per_row) * kSplitVec;
     // 16-byte loads (the bases are 16-byte aligned): one of 8 bf16, or two of 4 floats.

@@ -150,6 +150,8 @@ TEST_P(RouterGemm, MatchesFp64) {
 const Case kCases[] = {
     {"T1_E64_H4096", 1, 64, 4096},   {"T4097_E128_H512", 4097, 128, 512}, {"T1000_E256_H1024", 1000, 256, 1024},
     {"T333_E8_H8", 333, 8, 8},       {"T20000_E64_H256", 20000, 64, 256}, {"T257_E72_H520", 257, 72, 520},
+    // A long reduction for wgrad (the tensor cores' FP32 accumulation over 131072 rows).
+    {"T65536_E64_H256", 65536, 64, 256}, {"T131072_E64_H256", 131072, 64, 256},
 };
 INSTANTIATE_TEST_SUITE_P(Cases, RouterGemm, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });

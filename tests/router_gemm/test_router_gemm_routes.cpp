@@ -5,6 +5,7 @@
 
 #include "fixtures.hpp"
 #include "planner.hpp"
+#include "router_gemm_contract.h"
 #include "test_util.hpp"
 
 namespace cake {
@@ -83,7 +84,9 @@ TEST_F(RouterGemmRoutes, DgradLaysThePartsAlongE) {
   }
 }
 
+// wgrad sums chunks of at most kWgradChunk rows apart (groups of the GEMM), then adds them.
 TEST_F(RouterGemmRoutes, WgradSumsThePartsAndAccumulatesOnlyWhenAsked) {
+  EXPECT_EQ(router::kWgradChunk, 4096);
   for (const bool acc : {false, true}) {
     auto r = plan(problem("wgrad", "bf16", "f32", acc), hopper_);
     ASSERT_TRUE(r.ok()) << r.error;
@@ -91,9 +94,13 @@ TEST_F(RouterGemmRoutes, WgradSumsThePartsAndAccumulatesOnlyWhenAsked) {
     EXPECT_EQ(r.plan->accumulate, acc ? Accumulate::fused : Accumulate::off);
     ASSERT_EQ(r.plan->stages.size(), 3u);
     EXPECT_EQ(r.plan->stages[2].kernel, acc ? 3 : 2);  // sum, sum accumulating
-    // dlogits' [T, 3 E] bf16, then the products [3 E, H] f32.
-    EXPECT_EQ(r.plan->scratch_offsets, (std::vector<int64_t>{0, aligned(kT * 3 * kE * 2)}));
-    EXPECT_EQ(r.plan->scratch_bytes, aligned(kT * 3 * kE * 2) + 3 * kE * kH * 4);
+    // dlogits' [T, 3 E] bf16, the products [chunks, 3 E, H] f32 (T = 4 chunks of 4096 rows),
+    // the chunks' ends (int32; E words).
+    const int64_t a = aligned(kT * 3 * kE * 2), b = aligned(4 * 3 * kE * kH * 4);
+    EXPECT_EQ(r.plan->scratch_offsets, (std::vector<int64_t>{0, a, a + b}));
+    EXPECT_EQ(r.plan->scratch_bytes, a + b + 4 * kE * 4);
+    EXPECT_EQ(r.plan->stages[0].bind.at("offs"), "scratch.2");
+    EXPECT_EQ(r.plan->stages[1].bind.at("offs"), "scratch.2");
     r = plan(problem("wgrad", "bf16", "f32", acc), ampere_);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.plan->route, acc ? "wgrad_acc_portable_128x128" : "wgrad_portable_128x128");

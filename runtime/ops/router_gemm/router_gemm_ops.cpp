@@ -48,6 +48,9 @@ struct Call {
   DType w = DType::bf16;
 };
 
+// wgrad's chunks of rows (router_gemm_contract.h, kWgradChunk).
+int64_t wgrad_chunks(int64_t t) { return (t + router::kWgradChunk - 1) / router::kWgradChunk; }
+
 unsigned grid_for(int64_t vecs, int sms) {
   const int64_t blocks = (vecs + router::kThreads - 1) / router::kThreads;
   return unsigned(std::clamp<int64_t>(blocks, 1, int64_t(sms) * 8));
@@ -65,12 +68,12 @@ uintptr_t arg(const PlannedStage& s, const ArgMap& args, const char* param) {
 void bind_parts(const Call& c, const PlannedStage& s, const ArgMap& args, int sms, LaunchStage& ls) {
   const uintptr_t in = arg(s, args, "in"), out = arg(s, args, "out");
   ls.block[0] = router::kThreads;
-  if (s.kernel >= 2) {  // sum: wgrad's three [E, H] products into dw
+  if (s.kernel >= 2) {  // sum: wgrad's three [E, H] products of each chunk into dw
     router::SumArgs k{};
     k.parts = reinterpret_cast<const float*>(in);
     k.out = reinterpret_cast<float*>(out);
     k.n = c.e * c.h;
-    k.blocks = 3;
+    k.blocks = int(3 * wgrad_chunks(c.t));
     ls.args.add(k);
     ls.grid[0] = grid_for(k.n / router::kSumVec, sms);
     return;
@@ -80,6 +83,10 @@ void bind_parts(const Call& c, const PlannedStage& s, const ArgMap& args, int sm
   router::SplitArgs k{};
   k.in = reinterpret_cast<const void*>(in);
   k.out = reinterpret_cast<void*>(out);
+  if (s.bind.count("offs")) {  // wgrad's chunks of rows: their ends, for the GEMM's groups
+    k.offs = reinterpret_cast<int*>(arg(s, args, "offs"));
+    k.chunk = router::kWgradChunk;
+  }
   k.blocks = int(pattern.size());
   for (size_t i = 0; i < pattern.size(); ++i) k.pattern[i] = static_cast<unsigned char>(pattern[i]);
   if (of_w) {  // w [E, H]: blocks one after another ([P, E, H], i.e. [P E, H])
@@ -121,7 +128,7 @@ OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
   // The GEMM every route runs (its operands come from the stages' bind maps).
   GemmCall gemm{op, c.t, c.e, c.h, 1, "", "", "", ""};
   if (op == gemm::kOpDgrad) gemm.n = dgrad_parts(c.w) * c.e;
-  if (op == gemm::kOpWgrad) gemm.n = 3 * c.e;
+  if (op == gemm::kOpWgrad) gemm.n = 3 * c.e, gemm.e = wgrad_chunks(c.t), gemm.offs = "offs";
   p.binder = [c, gemm, opt](Runtime& rt, const DeviceContext& dc) -> Binder {
     const int sms = grid_sms(dc, opt);
     Binder gemm_bind = gemm_binder(rt, gemm, sms, dc.info->sm_count);
