@@ -60,11 +60,6 @@ json per_chunk(std::vector<std::string> dims, const std::string& dtype_of, int t
 
 const GemmOp kFwd{"fwd", gemm::kOpFwd}, kDgrad{"dgrad", gemm::kOpDgrad}, kWgrad{"wgrad", gemm::kOpWgrad};
 
-struct Arch {
-  const char* tag;
-  const char* arch;
-};
-
 }  // namespace
 
 FamilySpec family_spec_router_gemm() {
