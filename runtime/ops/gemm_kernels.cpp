@@ -116,6 +116,18 @@ GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& 
   return c;
 }
 
+OpPlan no_rows_plan(int op, const TensorView& out, const OpOptions& opt, std::string why) {
+  OpPlan p;
+  p.device = out.device;
+  p.noop = op != gemm::kOpWgrad || opt.accumulate || out.numel() == 0;
+  if (!p.noop) {
+    p.zero_fill = out.data;
+    p.zero_fill_bytes = size_t(out.numel()) * size_t(dtype_size(out.dtype));
+    p.why = std::move(why);
+  }
+  return p;
+}
+
 Problem gemm_problem(const char* op, std::map<std::string, int64_t> dims, const std::vector<TensorView>& tensors,
                      const OpOptions& opt) {
   Problem p;

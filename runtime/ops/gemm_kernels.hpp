@@ -35,6 +35,11 @@ struct GemmOperands {
 // inputs while they write it). Throws ArgumentError naming the argument.
 GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& specs);
 
+// The plan of a call with no rows (T = 0, no tokens, no heads): fwd and dgrad have nothing
+// to write; wgrad's sum over no rows is zeros, a memset of `out` with no kernel and no plan
+// (`why` says so in the launch's description), or, accumulating, leaves `out` as it is.
+OpPlan no_rows_plan(int op, const TensorView& out, const OpOptions& opt, std::string why);
+
 // The planner's problem of a checked call: the op, its dims by name, every tensor's dtype
 // and alignment, and the call's options.
 Problem gemm_problem(const char* op, std::map<std::string, int64_t> dims, const std::vector<TensorView>& tensors,

@@ -74,19 +74,9 @@ OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
   const Checked c = check(op, call);
   const OpOptions& opt = call.options;
   const TensorView& out = c.tensors[0];
+  if (c.t == 0 || c.b == 0) return no_rows_plan(op, out, opt, "T = 0: dw is the sum over no tokens, zeros");
   OpPlan p;
   p.device = out.device;
-  if (c.t == 0 || c.b == 0) {
-    // No rows: fwd and dgrad have nothing to write; wgrad's sum over no tokens is zeros (or,
-    // accumulating, leaves dw as it is). A zero fill needs no kernel and no plan.
-    p.noop = op != gemm::kOpWgrad || opt.accumulate || out.numel() == 0;
-    if (!p.noop) {
-      p.zero_fill = out.data;
-      p.zero_fill_bytes = size_t(out.numel()) * size_t(dtype_size(out.dtype));
-      p.why = "T = 0: dw is the sum over no tokens, zeros";
-    }
-    return p;
-  }
   p.problem = gemm_problem(op_name, {{"t", c.t}, {"n", c.n}, {"k", c.k}, {"b", c.b}, {"kn", c.kn ? 1 : 0}},
                            c.tensors, opt);
   for (const auto& t : c.tensors) p.args[t.name] = t.data;

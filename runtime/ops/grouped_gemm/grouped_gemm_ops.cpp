@@ -36,19 +36,9 @@ OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
   const Checked c = check(op, call);
   const OpOptions& opt = call.options;
   const TensorView& out = c.tensors[0];
+  if (c.m == 0) return no_rows_plan(op, out, opt, "M = 0: every group is empty, dw is zeros");
   OpPlan p;
   p.device = out.device;
-  if (c.m == 0) {
-    // No rows: fwd and dgrad have nothing to write; every wgrad group is empty, so dw is zeros
-    // (or, accumulating, unchanged). A zero fill needs no kernel and no plan.
-    p.noop = op != gemm::kOpWgrad || opt.accumulate;
-    if (!p.noop) {
-      p.zero_fill = out.data;
-      p.zero_fill_bytes = size_t(out.numel()) * size_t(dtype_size(out.dtype));
-      p.why = "M = 0: every group is empty, dw is zeros";
-    }
-    return p;
-  }
   p.problem = gemm_problem(op_name, {{"m", c.m}, {"n", c.n}, {"k", c.k}, {"e", c.e}}, c.tensors, opt);
   for (const auto& t : c.tensors) p.args[t.name] = t.data;
   p.composed_elements = c.e * c.n * c.k;  // a composed accumulate adds over dw

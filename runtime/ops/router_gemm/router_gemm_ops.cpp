@@ -105,19 +105,9 @@ OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
   if (op != gemm::kOpWgrad) c.w = call.at("w").dtype;
   const OpOptions& opt = call.options;
   const TensorView& out = g.tensors[0];
+  if (c.t == 0) return no_rows_plan(op, out, opt, "T = 0: dw is the sum over no tokens, zeros");
   OpPlan p;
   p.device = out.device;
-  if (c.t == 0) {
-    // No tokens: fwd and dgrad write nothing; wgrad's sum over none is zeros (or, accumulating,
-    // leaves dw as it is).
-    p.noop = op != gemm::kOpWgrad || opt.accumulate;
-    if (!p.noop) {
-      p.zero_fill = out.data;
-      p.zero_fill_bytes = size_t(out.numel()) * size_t(dtype_size(out.dtype));
-      p.why = "T = 0: dw is the sum over no tokens, zeros";
-    }
-    return p;
-  }
   // The split's parts and the GEMMs' reduction widths multiply E by up to 6, and T rows of
   // 6 E parts must stay int-indexed for the kernels.
   if (c.t > INT_MAX / 6 / std::max<int64_t>(c.e, 1))
