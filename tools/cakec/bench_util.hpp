@@ -175,7 +175,8 @@ inline float bf16_to_float(uint16_t v) {
 
 // Random normal bf16 data (never zeros): a block of 1M values drawn on the host, repeated
 // over the tensor by device copies (drawing billions of values on the host takes minutes).
-inline void fill_random(CUdeviceptr p, size_t bf16_elems, uint32_t seed) {
+// Returns the block: element i of the tensor is block[i % block.size()].
+inline std::vector<uint16_t> fill_random(CUdeviceptr p, size_t bf16_elems, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d;
   const size_t block = std::min<size_t>(bf16_elems, size_t(1) << 20);
@@ -187,6 +188,7 @@ inline void fill_random(CUdeviceptr p, size_t bf16_elems, uint32_t seed) {
     CAKE_CU(cuMemcpyDtoD(p + done * 2, p, n * 2));
     done += n;
   }
+  return h;
 }
 
 }  // namespace cakec

@@ -41,9 +41,9 @@ class Bench {
         out_(size_t(max_t * std::max(max_n, max_k)) * 4), ref_(out_.bytes()) {
     if (!lib_.available()) throw cake::Error("cuBLAS: " + lib_.missing_reason());
     handle_ = std::make_unique<CublasHandle>(lib_, reinterpret_cast<cudaStream_t>(timer_.stream));
-    fill_random(x_.get(), size_t(max_t * max_k), 1);
-    fill_random(dy_.get(), size_t(max_t * max_n), 2);
-    fill_random(w_.get(), size_t(max_n * max_k), 3);
+    hx_ = fill_random(x_.get(), size_t(max_t * max_k), 1);
+    hdy_ = fill_random(dy_.get(), size_t(max_t * max_n), 2);
+    hw_ = fill_random(w_.get(), size_t(max_n * max_k), 3);
     CAKE_CU(cuCtxSynchronize());
     measure_bounds();
   }
@@ -129,6 +129,23 @@ class Bench {
     return in + out;
   }
 
+  // Output element `i` (row-major) in FP64 from the host's copies of the inputs.
+  double fp64(const std::string& op, int64_t t, int64_t n, int64_t k, size_t i) const {
+    auto at = [](const std::vector<uint16_t>& block, int64_t e) { return double(bf16_to_float(block[size_t(e) % block.size()])); };
+    double s = 0;
+    if (op == "fwd") {
+      const int64_t r = int64_t(i) / n, c = int64_t(i) % n;
+      for (int64_t j = 0; j < k; ++j) s += at(hx_, r * k + j) * at(hw_, c * k + j);
+    } else if (op == "dgrad") {
+      const int64_t r = int64_t(i) / k, c = int64_t(i) % k;
+      for (int64_t j = 0; j < n; ++j) s += at(hdy_, r * n + j) * at(hw_, j * k + c);
+    } else {
+      const int64_t r = int64_t(i) / k, c = int64_t(i) % k;
+      for (int64_t j = 0; j < t; ++j) s += at(hdy_, j * n + r) * at(hx_, j * k + c);
+    }
+    return s;
+  }
+
   // cake's output against cuBLAS's: relative Frobenius difference over the first 1M elements.
   std::string compare(const std::string& op, int64_t t, int64_t n, int64_t k) const {
     const bool f32 = op == "wgrad_acc";
@@ -148,17 +165,20 @@ class Bench {
     double num = 0, den = 0;
     for (size_t i = 0; i < count; ++i) num += double(got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
     const double rel = std::sqrt(num / std::max(den, 1e-300));
-    char buf[160];
+    char buf[256];
     std::snprintf(buf, sizeof(buf), "%s %.1e", rel <= 1e-2 ? "ok" : "BAD", rel);
     if (rel > 1e-2 || std::isnan(rel)) {
       failed_ = true;
-      // Where: how many elements differ by more than 1e-2 (1 + |cuBLAS|), the first of them.
+      // Where: how many elements differ by more than 1e-2 (1 + |cuBLAS|), the first of them
+      // with its FP64 value, which says which side is off.
       const int64_t cols = op == "fwd" ? n : k;
       size_t bad = 0, first = 0;
       for (size_t i = 0; i < count; ++i)
         if (!(std::fabs(got[i] - want[i]) <= 1e-2 * (1 + std::fabs(want[i]))) && bad++ == 0) first = i;
-      std::snprintf(buf + std::strlen(buf), sizeof(buf) - std::strlen(buf), " (%zu elements off; first [%lld, %lld]: %g, cuBLAS %g)",
-                    bad, (long long)(int64_t(first) / cols), (long long)(int64_t(first) % cols), got[first], want[first]);
+      std::snprintf(buf + std::strlen(buf), sizeof(buf) - std::strlen(buf),
+                    " (%zu elements off; first [%lld, %lld]: %g, cuBLAS %g, FP64 %g)", bad,
+                    (long long)(int64_t(first) / cols), (long long)(int64_t(first) % cols), got[first], want[first],
+                    fp64(op, t, n, k, first));
     }
     return buf;
   }
@@ -202,6 +222,7 @@ class Bench {
   CublasLt lt_lib_;
   std::unique_ptr<CublasHandle> handle_;
   cake::DeviceBuffer x_, dy_, w_, out_, ref_, lt_ws_{size_t(64) << 20};
+  std::vector<uint16_t> hx_, hdy_, hw_;  // the host blocks the inputs repeat (fill_random)
   double bytes_per_ms_ = 0, flops_per_ms_ = 0;
   mutable bool failed_ = false;
 };
