@@ -41,7 +41,7 @@ def close(got, ref, atol, rtol, what):
     err = (got.double() - ref.double()).abs()
     bound = atol + rtol * ref.double().abs()
     bad = int((err > bound).sum())
-    check(bad == 0, f"{what}: {bad} of {got.numel()} outside {atol}+{rtol}|ref| (max err {float(err.max()):.3g})")
+    check(bad == 0, f"{what}: {bad} of {got.numel()} outside {atol}+{rtol}|ref| (max err {float(err.max()) if err.numel() else 0.0:.3g})")
 
 
 def bf16(*shape, scale=1.0):
@@ -50,6 +50,24 @@ def bf16(*shape, scale=1.0):
 
 def offsets(sizes):
     return torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+
+
+def main_grad_bits(tag, w, overwrite, backward):
+    """Megatron's main_grad through a fused backward: fp32(main_grad + dW) bitwise, with dW what
+    overwrite() returns (the op's wgrad into a fresh FP32 dw); the flag and a placeholder."""
+    w.main_grad = torch.randn(*w.shape, device=dev)
+    before = w.main_grad.clone()
+    dw32 = overwrite()
+    backward()
+    check(torch.equal(w.main_grad, before + dw32), f"{tag}: main_grad == fp32(main_grad + dW) bitwise")
+    check(getattr(w, "grad_added_to_main_grad", False) is True and w.grad is not None and w.grad.shape == w.shape,
+          f"{tag}: grad_added_to_main_grad set, a placeholder weight gradient")
+
+
+def wgrad32(op, shape, **tensors):
+    dw = torch.empty(*shape, device=dev)
+    cake.runtime().run(op, dw=dw, **tensors)
+    return dw
 
 
 # -- rms_norm: forward and gradients against FP64 and F.rms_norm
@@ -113,14 +131,8 @@ if hasattr(torch, "_grouped_mm"):
 
 # -- Megatron's main_grad: fp32(main_grad + dW) bitwise, flags, placeholder, errors
 wm = w.detach().clone().requires_grad_()
-wm.main_grad = torch.randn(E, N, K, device=dev)
-before = wm.main_grad.clone()
-dw32 = torch.empty(E, N, K, device=dev)
-cake.runtime().run("grouped_gemm.wgrad", dw=dw32, g=g, x=x.detach(), offs=offs)
-ct.grouped_mm(x.detach(), wm, offs, fuse_wgrad_accumulation=True).backward(g)
-check(torch.equal(wm.main_grad, before + dw32), "main_grad == fp32(main_grad + dW) bitwise")
-check(getattr(wm, "grad_added_to_main_grad", False) is True, "w.grad_added_to_main_grad set")
-check(wm.grad is not None and wm.grad.shape == wm.shape, "a placeholder weight gradient")
+main_grad_bits("grouped_mm", wm, lambda: wgrad32("grouped_gemm.wgrad", (E, N, K), g=g, x=x.detach(), offs=offs),
+               lambda: ct.grouped_mm(x.detach(), wm, offs, fuse_wgrad_accumulation=True).backward(g))
 for bad, text in [(None, "no main_grad"), (torch.zeros(E, N, K, device=dev, dtype=torch.bfloat16), "float32")]:
     wb = w.detach().clone().requires_grad_()
     if bad is not None:
@@ -172,6 +184,91 @@ dwr = torch.randn(64, 512, device=dev)
 before = dwr.clone()
 cake.runtime().run("router_gemm.wgrad", dw=dwr, dlogits=gr, x=xr, accumulate=True)
 fp32_close(dwr, before.double() + gr.double().t() @ xr.double(), "router_gemm.wgrad accumulate vs FP64")
+
+# -- linear: F.linear's forward and gradients through cake.torch (leading dims, a weight kept
+# [K, N] and passed as w.t(), heads batched), against FP64 and F.linear
+for shape_x, shape_w, kn in [((1000, 512), (64, 512), False), ((2, 300, 256), (128, 256), False),
+                             ((777, 256), (96, 256), True), ((3, 300, 256), (3, 128, 256), False), ((0, 512), (64, 512), False)]:
+    tag = f"linear x {shape_x} w {shape_w}{' kept [K, N]' if kn else ''}"
+    wl = bf16(*shape_w, scale=0.5)
+    w_leaf = (wl.t().contiguous() if kn else wl.clone()).requires_grad_()
+    w_used = w_leaf.t() if kn else w_leaf
+    xl = bf16(*shape_x).requires_grad_()
+    yl = ct.linear(xl, w_used)
+    gl = bf16(*yl.shape)
+    yl.backward(gl)
+    x64, w64, g64 = xl.detach().double(), wl.double(), gl.double()
+    n_, k_ = shape_w[-2], shape_w[-1]
+    dwref = g64.transpose(-2, -1) @ x64 if len(shape_w) == 3 else g64.reshape(-1, n_).T @ x64.reshape(-1, k_)
+    check(yl.shape == (*shape_x[:-1], n_) and yl.dtype == torch.bfloat16, f"{tag}: y shape and dtype")
+    close(yl, x64 @ w64.transpose(-2, -1), 1e-2, 1e-2, f"{tag}: y vs FP64")
+    close(xl.grad, g64 @ w64, 1e-2, 1e-2, f"{tag}: dx vs FP64")
+    close(w_leaf.grad.t() if kn else w_leaf.grad, dwref, 5e-2, 1e-2, f"{tag}: dw vs FP64")
+    if len(shape_w) == 2 and shape_x[0] > 0:
+        xt, wt = xl.detach().clone().requires_grad_(), wl.clone().requires_grad_()
+        yt = F.linear(xt, wt)
+        yt.backward(gl)
+        close(yl, yt, 2e-2, 2e-2, f"{tag}: y vs F.linear")
+        close(xl.grad, xt.grad, 2e-2, 2e-2, f"{tag}: dx vs F.linear")
+        close(w_leaf.grad.t() if kn else w_leaf.grad, wt.grad, 1e-1, 2e-2, f"{tag}: dw vs F.linear")
+
+# linear's main_grad: bitwise fp32(main_grad + dW) on a [N, K] weight; through w.t() of a [K, N]
+# weight the main_grad is the parameter's, [K, N]
+xl, gl = bf16(1000, 512), bf16(1000, 64)
+wm = bf16(64, 512, scale=0.5).requires_grad_()
+main_grad_bits("linear", wm, lambda: wgrad32("dense_gemm.wgrad", (64, 512), dy=gl, x=xl),
+               lambda: ct.linear(xl, wm, fuse_wgrad_accumulation=True).backward(gl))
+w_kn = bf16(512, 64, scale=0.5).requires_grad_()
+w_kn.main_grad = torch.randn(512, 64, device=dev)
+before = w_kn.main_grad.clone()
+ct.linear(xl, w_kn.t(), fuse_wgrad_accumulation=True).backward(gl)
+close(w_kn.main_grad, before.double() + (gl.double().T @ xl.double()).T, 1e-3, 1e-4,
+      "linear through w.t(): the [K, N] main_grad + dW vs FP64")
+check(getattr(w_kn, "grad_added_to_main_grad", False) is True, "linear through w.t(): the parameter's flag set")
+try:
+    ct.linear(xl, bf16(64, 512).requires_grad_(), fuse_wgrad_accumulation=True).backward(gl)
+    check(False, "linear without main_grad: no error")
+except RuntimeError as e:
+    check("no main_grad" in str(e), f"linear without main_grad: {e}")
+
+# -- router_logits: FP32 logits and gradients through cake.torch (f32 master and bf16 weight)
+for w_dtype in (torch.float32, torch.bfloat16):
+    tag = f"router_logits ({w_dtype} w)"
+    xr3 = bf16(3, 700, 512).requires_grad_()
+    wr3 = (torch.randn(64, 512, device=dev) * 0.02).to(w_dtype).requires_grad_()
+    lg = ct.router_logits(xr3, wr3)
+    check(lg.shape == (3, 700, 64) and lg.dtype == torch.float32, f"{tag}: logits shape and dtype")
+    g3 = torch.randn(3, 700, 64, device=dev) * 1e-3
+    lg.backward(g3)
+    x64, w64, g64 = xr3.detach().double(), wr3.detach().double(), g3.double()
+    fp32_close(lg, x64 @ w64.T, f"{tag}: logits vs FP64")
+    check(xr3.grad.dtype == torch.bfloat16 and wr3.grad.dtype == w_dtype, f"{tag}: gradients in the inputs' dtypes")
+    close(xr3.grad, g64 @ w64, 1e-2, 1e-2, f"{tag}: dx vs FP64")
+    dwref = g64.reshape(-1, 64).T @ x64.reshape(-1, 512)
+    if w_dtype == torch.float32:
+        fp32_close(wr3.grad, dwref, f"{tag}: dw vs FP64")
+    else:
+        close(wr3.grad, dwref, 1e-2, 1e-2, f"{tag}: dw vs FP64")
+wrm = (torch.randn(64, 512, device=dev) * 0.02).requires_grad_()
+main_grad_bits("router_logits", wrm, lambda: wgrad32("router_gemm.wgrad", (64, 512), dlogits=gr, x=xr),
+               lambda: ct.router_logits(xr, wrm, fuse_wgrad_accumulation=True).backward(gr))
+
+
+# linear and router_logits under torch.compile(fullgraph=True): the eager bits, and a backward
+def gate_and_project(t, wg, wp):
+    return ct.router_logits(t, wg), ct.linear(t, wp)
+
+
+xc2 = bf16(500, 512).requires_grad_()
+wg2 = (torch.randn(64, 512, device=dev) * 0.02).requires_grad_()
+wp2 = bf16(128, 512, scale=0.5).requires_grad_()
+eager_out = gate_and_project(xc2, wg2, wp2)
+compiled_out = torch.compile(gate_and_project, fullgraph=True)(xc2, wg2, wp2)
+check(all(torch.equal(a, b) for a, b in zip(eager_out, compiled_out)),
+      "torch.compile(fullgraph=True) of linear and router_logits == eager, bitwise")
+(compiled_out[0].sum() + compiled_out[1].float().sum()).backward()
+check(xc2.grad is not None and wg2.grad is not None and wp2.grad is not None and bool(torch.isfinite(xc2.grad).all()),
+      "compiled linear and router_logits: backward")
 
 # -- deterministic mode: a non-deterministic request runs deterministic (and logs once)
 torch.use_deterministic_algorithms(True)
@@ -352,10 +449,14 @@ small.run("rmsnorm.fwd", {"x": xs3[1], "w": w512, "y": y_small,
                           "rstd": torch.empty(16, device=dev, dtype=torch.float32)}, eps=1e-6)
 check(torch.equal(y_small, ct.rms_norm(xs3[1], w512, 1e-6)), "an evicted problem runs again, same bits")
 xg, wg, og = bf16(64, 256), bf16(4, 256, 256), offsets([16, 16, 16, 16])
+wl_host, wr_host = bf16(256, 1024), torch.randn(64, 1024, device=dev)
 rows = [("rms_norm [64, 1024]", host_us(lambda: ct.rms_norm(xs, ws, 1e-6)),
          host_us(lambda: F.rms_norm(xs, (1024,), ws, 1e-6))),
         ("grouped_mm [64, 256] x [4, 256, 256]", host_us(lambda: ct.grouped_mm(xg, wg, og)),
-         host_us(lambda: torch._grouped_mm(xg, wg.transpose(-2, -1), offs=og)))]
+         host_us(lambda: torch._grouped_mm(xg, wg.transpose(-2, -1), offs=og))),
+        ("linear [64, 1024] x [256, 1024]", host_us(lambda: ct.linear(xs, wl_host)), host_us(lambda: F.linear(xs, wl_host))),
+        ("router_logits [64, 1024] x [64, 1024] f32", host_us(lambda: ct.router_logits(xs, wr_host)),
+         host_us(lambda: F.linear(xs.float(), wr_host)))]
 print("host time per call (us): op | cake.torch | torch")
 for name, c_us, t_us in rows:
     print(f"  {name} | {c_us:.1f} | {t_us:.1f}")

@@ -1,0 +1,121 @@
+"""The projection GEMM as torch ops: linear(x, w) with autograd, through cake's dense_gemm.fwd
+/ dgrad / wgrad (docs/families.md): F.linear without a bias, in bf16. x [..., K] and w [N, K]
+give y [..., N]; a weight kept [K, N] is passed as its transposed view (w_kn.t()) and served
+without a copy; batched over heads, x [B, T, K] and w [B, N, K] give y [B, T, N] in one
+launch. K and N are multiples of 8.
+
+fuse_wgrad_accumulation=True: Megatron's main_grad convention (cake/torch/main_grad.py).
+
+In eager mode the forward GEMM launches after autograd has saved x and w (as grouped_mm's
+does, for a non-reentrant checkpoint's early stop); under torch.compile the op launches in
+place."""
+import functools
+import math
+
+import torch
+
+from ..calls import calls
+from ..gemm_autograd import deferred_function, gemm_grads, register_compiled_autograd
+
+__all__ = ["linear"]
+
+
+def _packed(t):
+    """t as the kernels take it: contiguous, 16-byte aligned."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _weight(w):
+    """w [.., N, K] contiguous, or the transposed view of a contiguous [.., K, N] weight."""
+    if w.transpose(-2, -1).is_contiguous() and not w.is_contiguous() and w.data_ptr() % 16 == 0:
+        return w
+    return _packed(w)
+
+
+def _as_rows(t, w):
+    """t as the op takes it: [T, K] rows (leading dims folded) for a 2-D w, [B, T, K] for a 3-D one."""
+    return t if w.dim() == 3 else t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
+
+
+def _rows(x, w):
+    return _packed(_as_rows(x, w))
+
+
+def _launch_fwd(y, x, w):
+    calls.run("dense_gemm.fwd", {"y": _as_rows(y, w), "x": _rows(x, w), "w": _weight(w)})
+
+
+def _out(x, w):
+    return x.new_empty(*x.shape[:-1], w.shape[-2])
+
+
+def _fwd_impl(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    y = _out(x, w)
+    _launch_fwd(y, x, w)
+    return y
+
+
+def _dgrad_impl(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    dx = g.new_empty(*g.shape[:-1], w.shape[-1])
+    calls.run("dense_gemm.dgrad", {"dx": _as_rows(dx, w), "dy": _rows(g, w), "w": _weight(w)})
+    return dx
+
+
+def _wgrad_impl(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    dw = w.new_empty(w.shape)  # contiguous [.., N, K], whatever w's layout
+    calls.run("dense_gemm.wgrad", {"dw": dw, "dy": _rows(g, w), "x": _rows(x, w)})
+    return dw
+
+
+def _wgrad_acc_impl(g, main_grad, x, w):
+    calls.run("dense_gemm.wgrad", {"dw": main_grad, "dy": _rows(g, w), "x": _rows(x, w)}, accumulate=True)
+
+
+# -- torch.compile's path: custom ops with fake kernels and registered autograd.
+_fwd = torch.library.custom_op("cake::linear", mutates_args=())(_fwd_impl)
+_dgrad = torch.library.custom_op("cake::linear_dgrad", mutates_args=())(_dgrad_impl)
+_wgrad = torch.library.custom_op("cake::linear_wgrad", mutates_args=())(_wgrad_impl)
+
+
+@_fwd.register_fake
+def _(x, w):
+    return _out(x, w)
+
+
+@_dgrad.register_fake
+def _(g, w):
+    return g.new_empty(*g.shape[:-1], w.shape[-1])
+
+
+@_wgrad.register_fake
+def _(g, x, w):
+    return w.new_empty(w.shape)
+
+
+def _grads(g, inputs, needs, fuse, dgrad=_dgrad_impl, wgrad=_wgrad_impl):
+    return gemm_grads(g, inputs, needs, fuse, "cake.torch.linear", lambda g, x, w: dgrad(g, w),
+                      lambda g, x, w: wgrad(g, x, w), _wgrad_acc_impl)
+
+
+register_compiled_autograd("cake::linear", functools.partial(_grads, dgrad=_dgrad, wgrad=_wgrad))
+
+# -- eager: the same functions called directly (a custom op's dispatch costs tens of us a call).
+_Deferred = deferred_function(_out, _grads)
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, fuse_wgrad_accumulation: bool = False) -> torch.Tensor:
+    """y = x w^T (F.linear without a bias; per head when w is [B, N, K]), with autograd (dgrad
+    and wgrad through cake)."""
+    if w.dim() not in (2, 3) or (w.dim() == 3 and x.dim() != 3):
+        raise ValueError(f"cake.torch.linear: w must be [N, K], or [B, N, K] with x [B, T, K]; got x "
+                         f"{tuple(x.shape)}, w {tuple(w.shape)}")
+    if torch.compiler.is_compiling():
+        if fuse_wgrad_accumulation:
+            raise NotImplementedError("cake.torch.linear: fuse_wgrad_accumulation runs in eager mode only")
+        return _fwd(x, w)
+    if not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)):
+        return _fwd_impl(x, w)
+    y = _Deferred.apply(fuse_wgrad_accumulation, x, w)
+    _launch_fwd(y, x, w)
+    return y
