@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# GPU test (ctest label gpu): `cakec bench dense_gemm` on small rows: every op's row runs, is
-# checked ok against cuBLAS's output, and names cake's route; the header has the measured copy
-# bandwidth and GEMM rate. Skips (exit 77) where the bench says it needs a GPU.
+# GPU test (ctest label gpu): `cakec bench dense_gemm` on small rows: every op's row (the step's
+# too, from CUDA graphs, and launched with --no-graph) runs, is checked ok against cuBLAS's
+# output, and names cake's route; the header has the measured copy bandwidth and GEMM rate. Skips (exit 77) where the bench says it needs a GPU.
 #   tests/dense_gemm/bench_dense_gemm_smoke.sh CAKEC
 set -uo pipefail
 cakec=$1
@@ -22,3 +22,10 @@ for op in fwd dgrad wgrad wgrad_acc; do
     fail "$op: expected four rows checked ok with a cuBLASLt time"
 done
 grep -q "wgrad_acc_f32_fused" <<<"$out" || fail "wgrad_acc does not name its fused route"
+# A step row: dgrad then the accumulating wgrad, both checked, both routes named.
+[ "$(awk '$1 == "step" && $2 == 512 && $12 == "ok" && $15 == "ok" && $11 ~ /\+/' <<<"$out" | wc -l)" = 4 ] ||
+  fail "step: expected four rows, each GEMM checked ok, two routes"
+# Launched instead of replayed from a graph: the same rows run and check.
+out2=$("$cakec" bench dense_gemm --k 512 --n 32 --t 4097 --op fwd wgrad_acc --reps 3 --no-graph 2>&1) || fail "--no-graph: rc $?"
+echo "$out2"
+[ "$(awk '$2 == 512 && $12 == "ok"' <<<"$out2" | wc -l)" = 2 ] || fail "--no-graph: expected two rows checked ok"

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -132,6 +133,28 @@ struct Timer {
   }
 };
 
+// f's launches captured once into a CUDA graph on `stream`; the returned call replays it (one
+// launch for all of them, as a training step's graph runs them). Throws where f does
+// something a capture refuses.
+inline std::function<void()> graph_of(const std::function<void()>& f, CUstream stream) {
+  CUgraph graph;
+  CAKE_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  try {
+    f();
+  } catch (...) {
+    auto& api = cake::Driver::instance().api();
+    if (api.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS && graph) api.cuGraphDestroy(graph);
+    throw;
+  }
+  CAKE_CU(cuStreamEndCapture(stream, &graph));
+  CUgraphExec exec;
+  const CUresult made = cake::Driver::instance().api().cuGraphInstantiateWithFlags(&exec, graph, 0);
+  CAKE_CU(cuGraphDestroy(graph));
+  if (made != CUDA_SUCCESS) cake::throw_driver_error("cuGraphInstantiateWithFlags", made);
+  std::shared_ptr<CUgraphExec_st> held(exec, [](CUgraphExec e) { cake::Driver::instance().api().cuGraphExecDestroy(e); });
+  return [held, stream] { CAKE_CU(cuGraphLaunch(held.get(), stream)); };
+}
+
 // Device 0's primary context made current (the context cuBLAS, through the runtime API, uses
 // too); throws naming `bench` where there is no GPU.
 inline CUdevice use_primary_context(const std::string& bench) {
@@ -171,6 +194,31 @@ inline float bf16_to_float(uint16_t v) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// The first `count` values of a device buffer of bf16 (else f32) values, as floats (after the
+// context's work is done).
+inline std::vector<float> read_floats(const cake::DeviceBuffer& b, size_t count, bool bf16) {
+  std::vector<float> v(count);
+  CAKE_CU(cuCtxSynchronize());
+  if (!bf16) {
+    CAKE_CU(cuMemcpyDtoH(v.data(), b.get(), count * 4));
+    return v;
+  }
+  std::vector<uint16_t> h(count);
+  CAKE_CU(cuMemcpyDtoH(h.data(), b.get(), count * 2));
+  for (size_t i = 0; i < count; ++i) v[i] = bf16_to_float(h[i]);
+  return v;
+}
+
+// ||got - want|| / ||want|| (Frobenius; NaN where got has one).
+inline double rel_frobenius(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - want[i];
+    num += d * d, den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 // Random normal bf16 data (never zeros): a block of 1M values drawn on the host, repeated

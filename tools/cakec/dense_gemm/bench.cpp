@@ -1,11 +1,14 @@
 // cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, wgrad
-// accumulating into f32) against cublasGemmEx (default algorithm, FP32 compute, same dtypes;
-// beta = 1 for the accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for the row,
-// each timed first) in one process. CUDA events, L2 flushed before each timed call, the
-// contenders timed in turn rep by rep; VS_BEST is the median over reps of the faster
-// baseline's time / cake's (bench_stats.hpp). Each row's roofline is the larger of its bytes at the copy
-// bandwidth and its FLOPs at cuBLAS's 8192^3 rate, both measured at the start of the run;
-// ROOF% is the share of it each reaches. Outputs are compared with cuBLAS's (--no-check skips).
+// accumulating into f32, and a training step's backward: dgrad then the accumulating wgrad)
+// against cublasGemmEx (default algorithm, FP32 compute, same dtypes; beta = 1 for the
+// accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for each GEMM, each timed
+// first) in one process. Each contender's call is replayed from a CUDA graph (as a training
+// step's graph runs it; --no-graph launches it), with CUDA events around it and L2 flushed
+// before it, the contenders in turn rep by rep; VS_BEST is the median over reps of the faster
+// baseline's time / cake's (bench_stats.hpp). Each row's roofline is the larger of its bytes at
+// the copy bandwidth and its FLOPs at cuBLAS's 8192^3 rate, both measured at the start of the
+// run; ROOF% is the share of it each reaches. Outputs are compared with cuBLAS's (--no-check
+// skips), each GEMM of a step on its own.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,11 +26,18 @@ namespace {
 
 struct Args {
   std::vector<int64_t> ks{4096}, ns{32, 64, 128, 512, 1024}, ts{1024, 4097, 16173, 32768, 65537, 131072};
-  std::vector<std::string> ops{"fwd", "dgrad", "wgrad", "wgrad_acc"};
+  std::vector<std::string> ops{"fwd", "dgrad", "wgrad", "wgrad_acc", "step"};
   int reps = 10;
   std::string cublas;
-  bool check = true;
+  bool check = true, graph = true;
 };
+
+// The GEMMs of a row's op: itself, or a step's dgrad then accumulating wgrad.
+std::vector<std::string> gemms_of(const std::string& op) {
+  if (op == "step") return {"dgrad", "wgrad_acc"};
+  return {op};
+}
+bool is_wgrad(const std::string& op) { return op.rfind("wgrad", 0) == 0; }
 
 void check_cublas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw cake::Error(std::string(what) + ": " + cublas_status_name(s));
@@ -38,7 +48,8 @@ class Bench {
   Bench(const Args& a, int64_t max_t, int64_t max_n, int64_t max_k)
       : a_(a), rt_(cake::RuntimeOptions{}), lib_(a.cublas),
         x_(size_t(max_t * max_k) * 2), dy_(size_t(max_t * max_n) * 2), w_(size_t(max_n * max_k) * 2),
-        out_(size_t(max_t * std::max(max_n, max_k)) * 4), ref_(out_.bytes()) {
+        out_(size_t(max_t * std::max(max_n, max_k)) * 2), ref_(out_.bytes()), dw_(size_t(max_n * max_k) * 4),
+        ref_dw_(dw_.bytes()) {
     if (!lib_.available()) throw cake::Error("cuBLAS: " + lib_.missing_reason());
     handle_ = std::make_unique<CublasHandle>(lib_, reinterpret_cast<cudaStream_t>(timer_.stream));
     hx_ = fill_random(x_.get(), size_t(max_t * max_k), 1);
@@ -60,8 +71,9 @@ class Bench {
     const double gemm_ms = timer_.median_ms([&] { gemm(CUBLAS_OP_T, CUBLAS_OP_N, s, s, s, m.ptr(), s, m.ptr(), s, c.ptr(), s, false, false); });
     flops_per_ms_ = 2.0 * s * double(s) * s / gemm_ms;
     std::printf("cakec bench dense_gemm: %s; copy %.0f GB/s, cuBLAS bf16 8192^3 %.0f TFLOP/s; bf16 in, fp32 compute; median "
-                "of %d in turn, L2 flushed\n",
-                cake::Driver::instance().device(0).name.c_str(), bytes_per_ms_ / 1e6, flops_per_ms_ / 1e9, a_.reps);
+                "of %d in turn, L2 flushed, %s\n",
+                cake::Driver::instance().device(0).name.c_str(), bytes_per_ms_ / 1e6, flops_per_ms_ / 1e9, a_.reps,
+                a_.graph ? "CUDA graph replay" : "launched");
     std::printf("%-9s %6s %5s %7s  %9s %9s %9s  %8s  %6s %6s  %s\n", "OP", "K", "N", "T", "CAKE_MS", "CUBLAS_MS",
                 "LT8_MS", "VS_BEST", "ROOF%c", "ROOF%b", "ROUTE / CHECK");
   }
@@ -76,26 +88,37 @@ class Bench {
                  "cublasGemmEx");
   }
 
+  // Where a GEMM writes: y and dx into out_ (cake) or ref_ (the baselines), dw into dw_ or
+  // ref_dw_, so that a step's two GEMMs keep their outputs apart.
+  const cake::DeviceBuffer& out(const std::string& op) const { return is_wgrad(op) ? dw_ : out_; }
+  const cake::DeviceBuffer& ref(const std::string& op) const { return is_wgrad(op) ? ref_dw_ : ref_; }
+  static size_t out_bytes(const std::string& op, int64_t t, int64_t n, int64_t k) {
+    return size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k) * (op == "wgrad_acc" ? 4 : 2);
+  }
+
   // Row-major y = x w^T, dx = dy w, dw = dy^T x as column-major GEMMs of the transposes.
   void cublas_op(const std::string& op, int64_t t, int64_t n, int64_t k) {
     const int T = int(t), N = int(n), K = int(k);
-    if (op == "fwd") gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, w_.ptr(), K, x_.ptr(), K, ref_.ptr(), N, false, false);
-    else if (op == "dgrad") gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, w_.ptr(), K, dy_.ptr(), N, ref_.ptr(), K, false, false);
-    else gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, x_.ptr(), K, dy_.ptr(), N, ref_.ptr(), K, op == "wgrad_acc", op == "wgrad_acc");
+    void* c = ref(op).ptr();
+    if (op == "fwd") gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, w_.ptr(), K, x_.ptr(), K, c, N, false, false);
+    else if (op == "dgrad") gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, w_.ptr(), K, dy_.ptr(), N, c, K, false, false);
+    else gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, x_.ptr(), K, dy_.ptr(), N, c, K, op == "wgrad_acc", op == "wgrad_acc");
   }
 
   // The same GEMM for cuBLASLt: its descriptors, operands and output.
   struct LtCall {
     LtGemm g;
     const void *a, *b;
+    void* c;
   };
   LtCall lt_call(const std::string& op, int64_t t, int64_t n, int64_t k) const {
     const int T = int(t), N = int(n), K = int(k);
     const bool acc = op == "wgrad_acc";
     const cudaDataType cd = acc ? CUDA_R_32F : CUDA_R_16BF;
-    if (op == "fwd") return {{CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, CUDA_R_16BF, cd, K, K, N, 0.0f}, w_.ptr(), x_.ptr()};
-    if (op == "dgrad") return {{CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, CUDA_R_16BF, cd, K, N, K, 0.0f}, w_.ptr(), dy_.ptr()};
-    return {{CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, CUDA_R_16BF, cd, K, N, K, acc ? 1.0f : 0.0f}, x_.ptr(), dy_.ptr()};
+    void* c = ref(op).ptr();
+    if (op == "fwd") return {{CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, CUDA_R_16BF, cd, K, K, N, 0.0f}, w_.ptr(), x_.ptr(), c};
+    if (op == "dgrad") return {{CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, CUDA_R_16BF, cd, K, N, K, 0.0f}, w_.ptr(), dy_.ptr(), c};
+    return {{CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, CUDA_R_16BF, cd, K, N, K, acc ? 1.0f : 0.0f}, x_.ptr(), dy_.ptr(), c};
   }
 
   // The fastest of cuBLASLt's top 8 for the row (each timed thrice, L2 flushed): its index, or
@@ -104,9 +127,9 @@ class Bench {
     int best = -1;
     double best_ms = 0;
     for (int i = 0; i < m.algos(); ++i) {
-      if (!m.run(i, c.a, c.b, ref_.ptr(), timer_.stream)) continue;
+      if (!m.run(i, c.a, c.b, c.c, timer_.stream)) continue;
       std::vector<double> t;
-      for (uint32_t r = 0; r < 3; ++r) t.push_back(timer_.timed_ms([&] { m.run(i, c.a, c.b, ref_.ptr(), timer_.stream); }, r));
+      for (uint32_t r = 0; r < 3; ++r) t.push_back(timer_.timed_ms([&] { m.run(i, c.a, c.b, c.c, timer_.stream); }, r));
       const double ms = median_time(t);
       if (best < 0 || ms < best_ms) best = i, best_ms = ms;
     }
@@ -119,11 +142,12 @@ class Bench {
     if (op == "fwd") return cake::ops::prepare_dense_gemm_fwd(rt_, tensor(out_, kBf16, tn), x, w);
     if (op == "dgrad") return cake::ops::prepare_dense_gemm_dgrad(rt_, tensor(out_, kBf16, tk), dy, w);
     const bool acc = op == "wgrad_acc";
-    return cake::ops::prepare_dense_gemm_wgrad(rt_, tensor(out_, acc ? kF32 : kBf16, nk), dy, x, acc);
+    return cake::ops::prepare_dense_gemm_wgrad(rt_, tensor(dw_, acc ? kF32 : kBf16, nk), dy, x, acc);
   }
 
-  // The bytes a row must move: its inputs read once, its output written (and read, accumulating).
+  // The bytes a GEMM must move: its inputs read once, its output written (and read, accumulating).
   static double bytes(const std::string& op, int64_t t, int64_t n, int64_t k) {
+    if (op == "step") return bytes("dgrad", t, n, k) + bytes("wgrad_acc", t, n, k);
     const double in = 2.0 * (op == "fwd" ? t * k + n * k : op == "dgrad" ? t * n + n * k : t * n + t * k);
     const double out = op == "fwd" ? 2.0 * t * n : op == "dgrad" ? 2.0 * t * k : op == "wgrad" ? 2.0 * n * k : 8.0 * n * k;
     return in + out;
@@ -150,24 +174,11 @@ class Bench {
   std::string compare(const std::string& op, int64_t t, int64_t n, int64_t k) const {
     const bool f32 = op == "wgrad_acc";
     const size_t elems = size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k), count = std::min<size_t>(elems, 1 << 20);
-    std::vector<float> got(count), want(count);
-    auto read = [&](const cake::DeviceBuffer& b, std::vector<float>& v) {
-      if (f32) {
-        CAKE_CU(cuMemcpyDtoH(v.data(), b.get(), count * 4));
-        return;
-      }
-      std::vector<uint16_t> h(count);
-      CAKE_CU(cuMemcpyDtoH(h.data(), b.get(), count * 2));
-      for (size_t i = 0; i < count; ++i) v[i] = bf16_to_float(h[i]);
-    };
-    CAKE_CU(cuCtxSynchronize());
-    read(out_, got), read(ref_, want);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < count; ++i) num += double(got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
-    const double rel = std::sqrt(num / std::max(den, 1e-300));
+    const std::vector<float> got = read_floats(out(op), count, !f32), want = read_floats(ref(op), count, !f32);
+    const double rel = rel_frobenius(got, want);
     char buf[256];
     std::snprintf(buf, sizeof(buf), "%s %.1e", rel <= 1e-2 ? "ok" : "BAD", rel);
-    if (rel > 1e-2 || std::isnan(rel)) {
+    if (!(rel <= 1e-2)) {
       failed_ = true;
       // Where: how many elements differ by more than 1e-2 (1 + |cuBLAS|), the first of them
       // with its FP64 value, which says which side is off.
@@ -184,29 +195,44 @@ class Bench {
   }
 
   void row(const std::string& op, int64_t t, int64_t n, int64_t k) {
-    cake::Launch l = prepare(op, t, n, k);
-    const size_t out_bytes = size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k) * (op == "wgrad_acc" ? 4 : 2);
-    // The check first, on one call each from zeros (accumulating, both add once), all on the
-    // timer's stream in order.
-    CAKE_CU(cuMemsetD32Async(out_.get(), 0, out_bytes / 4, timer_.stream));
-    CAKE_CU(cuMemsetD32Async(ref_.get(), 0, out_bytes / 4, timer_.stream));
-    l.launch(timer_.stream);
-    cublas_op(op, t, n, k);
-    const std::string check = a_.check ? compare(op, t, n, k) : "";
-    std::vector<std::function<void()>> fs{[&] { l.launch(timer_.stream); }, [&] { cublas_op(op, t, n, k); }};
-    std::unique_ptr<LtMatmul> lt;
-    const LtCall lc = lt_call(op, t, n, k);
-    int algo = -1;
-    if (lt_lib_.available()) {
-      lt = std::make_unique<LtMatmul>(lt_lib_, lc.g, lt_ws_.ptr(), lt_ws_.bytes());
-      algo = best_lt_algo(*lt, lc);
-      if (algo >= 0) fs.push_back([&] { lt->run(algo, lc.a, lc.b, ref_.ptr(), timer_.stream); });
+    const std::vector<std::string> gemms = gemms_of(op);
+    std::vector<cake::Launch> ls;
+    for (const std::string& g : gemms) ls.push_back(prepare(g, t, n, k));
+    // The check first, each GEMM from zeros (accumulating, both add once), all on the timer's
+    // stream in order.
+    std::string check;
+    for (size_t i = 0; i < gemms.size(); ++i) {
+      const size_t bytes = out_bytes(gemms[i], t, n, k);
+      CAKE_CU(cuMemsetD32Async(out(gemms[i]).get(), 0, bytes / 4, timer_.stream));
+      CAKE_CU(cuMemsetD32Async(ref(gemms[i]).get(), 0, bytes / 4, timer_.stream));
+      ls[i].launch(timer_.stream);
+      cublas_op(gemms[i], t, n, k);
+      if (a_.check) check += (i ? " / " : "") + compare(gemms[i], t, n, k);
     }
+    std::vector<std::function<void()>> fs{[&] { for (cake::Launch& l : ls) l.launch(timer_.stream); },
+                                          [&] { for (const std::string& g : gemms) cublas_op(g, t, n, k); }};
+    // cuBLASLt: the best of its top 8 for each GEMM; a contender only if it runs all of them.
+    std::vector<std::unique_ptr<LtMatmul>> lts;
+    std::vector<LtCall> lcs;
+    std::vector<int> algos;
+    for (size_t i = 0; lt_lib_.available() && i < gemms.size(); ++i) {
+      lcs.push_back(lt_call(gemms[i], t, n, k));
+      lts.push_back(std::make_unique<LtMatmul>(lt_lib_, lcs[i].g, lt_ws_.ptr(), lt_ws_.bytes()));
+      algos.push_back(best_lt_algo(*lts[i], lcs[i]));
+    }
+    if (!algos.empty() && *std::min_element(algos.begin(), algos.end()) >= 0)
+      fs.push_back([&] {
+        for (size_t i = 0; i < lts.size(); ++i) lts[i]->run(algos[i], lcs[i].a, lcs[i].b, lcs[i].c, timer_.stream);
+      });
+    if (a_.graph)
+      for (auto& f : fs) f = graph_of(f, timer_.stream);
     std::vector<TimedCall> calls;
     const auto med = timer_.median_ms_interleaved(fs, a_.reps, true, &calls);
     const double lt_ms = fs.size() > 2 ? med[2] : NAN, best_ms = std::fmin(med[1], lt_ms);
-    const double roof = std::max(bytes(op, t, n, k) / bytes_per_ms_, 2.0 * t * double(n) * k / flops_per_ms_);
-    const std::string route = l.plan() ? l.plan()->route : "(none)";
+    const double flops = 2.0 * t * double(n) * k * double(gemms.size());
+    const double roof = std::max(bytes(op, t, n, k) / bytes_per_ms_, flops / flops_per_ms_);
+    std::string route;
+    for (const cake::Launch& l : ls) route += (route.empty() ? "" : "+") + (l.plan() ? l.plan()->route : "(none)");
     std::printf("%-9s %6lld %5lld %7lld  %9.4f %9.4f %9.4f  %7.3fx  %5.1f%% %5.1f%%  %s %s\n", op.c_str(), (long long)k,
                 (long long)n, (long long)t, med[0], med[1], lt_ms, median_rep_ratio(calls), 100 * roof / med[0],
                 100 * roof / best_ms, route.c_str(), check.c_str());
@@ -221,7 +247,7 @@ class Bench {
   Cublas lib_;
   CublasLt lt_lib_;
   std::unique_ptr<CublasHandle> handle_;
-  cake::DeviceBuffer x_, dy_, w_, out_, ref_, lt_ws_{size_t(64) << 20};
+  cake::DeviceBuffer x_, dy_, w_, out_, ref_, dw_, ref_dw_, lt_ws_{size_t(64) << 20};
   std::vector<uint16_t> hx_, hdy_, hw_;  // the host blocks the inputs repeat (fill_random)
   double bytes_per_ms_ = 0, flops_per_ms_ = 0;
   mutable bool failed_ = false;
@@ -248,10 +274,12 @@ void add_bench_dense_gemm(CLI::App& bench, int& exit_code) {
   c->add_option("--n", a->ns, "N, the output width, a multiple of 8 (default 32 64 128 512 1024)")
       ->check(positive_multiple_of_8);
   c->add_option("--t", a->ts, "T, tokens (default 1024 4097 16173 32768 65537 131072)")->check(CLI::PositiveNumber);
-  c->add_option("--op", a->ops, "ops (default all four)")->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc"}));
+  c->add_option("--op", a->ops, "ops (default all five; step: dgrad then wgrad_acc)")
+      ->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc", "step"}));
   c->add_option("--reps", a->reps, "timed calls per contender and row (default 10)")->check(CLI::Range(1, 1000));
   c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
   c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the comparison with cuBLAS's output");
+  c->add_flag("--no-graph", [a](int64_t) { a->graph = false; }, "launch each call instead of replaying its CUDA graph");
   c->callback([&exit_code, a] { exit_code = run(*a); });
 }
 

@@ -2,7 +2,8 @@
 // BF16 parts) against cuBLAS's FP32 GEMMs on the same values (x widened to f32): exact SGEMM
 // (CUBLAS_COMPUTE_32F), TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) and the BF16x9 emulation
 // (CUBLAS_COMPUTE_32F_EMULATED_16BFX9, "n/a" where cuBLAS does not offer it). One process,
-// CUDA events, L2 flushed before each call, contenders in turn rep by rep; VS_X is the median
+// each call replayed from a CUDA graph (--no-graph launches it), CUDA events, L2 flushed
+// before each call, contenders in turn rep by rep; VS_X is the median
 // over reps of X's time / cake's. CHECK: cake's output against the SGEMM's (relative
 // Frobenius difference; bf16 dx against 1e-2, f32 outputs against 5e-4: two FP32 results of
 // long reductions, each within ~1e-5 to 1e-4 of the exact one).
@@ -27,7 +28,7 @@ struct Args {
   std::string dx = "bf16";
   int reps = 10;
   std::string cublas;
-  bool check = true;
+  bool check = true, graph = true;
 };
 
 // cuBLAS's FP32 modes, in column order.
@@ -70,8 +71,9 @@ class Bench {
     fill(g_.get(), 0, size_t(t * e), 3, 1e-3f);
     CAKE_CU(cuCtxSynchronize());
     std::printf("cakec bench router_gemm: %s; x bf16, w and dlogits f32 (full precision), dx %s; cuBLAS in FP32 on "
-                "the same values; median of %d in turn, L2 flushed\n",
-                cake::Driver::instance().device(0).name.c_str(), a_.dx.c_str(), a_.reps);
+                "the same values; median of %d in turn, L2 flushed, %s\n",
+                cake::Driver::instance().device(0).name.c_str(), a_.dx.c_str(), a_.reps,
+                a_.graph ? "CUDA graph replay" : "launched");
     std::printf("%-9s %4s %5s %7s  %8s %8s %8s %8s  %8s %7s  %s\n", "OP", "E", "H", "T", "CAKE_MS", "SGEMM_MS",
                 "TF32_MS", "BF16X9", "VS_SGEMM", "VS_TF32", "ROUTE / CHECK");
   }
@@ -106,19 +108,8 @@ class Bench {
   std::string compare(const std::string& op, int64_t t, int64_t e, int64_t h) const {
     const bool bf16 = op == "dgrad" && a_.dx == "bf16";
     const size_t elems = size_t(op == "fwd" ? t * e : op == "dgrad" ? t * h : e * h), count = std::min<size_t>(elems, 1 << 20);
-    std::vector<float> got(count), want(count);
-    CAKE_CU(cuCtxSynchronize());
-    if (bf16) {
-      std::vector<uint16_t> hb(count);
-      CAKE_CU(cuMemcpyDtoH(hb.data(), out_.get(), count * 2));
-      for (size_t i = 0; i < count; ++i) got[i] = bf16_to_float(hb[i]);
-    } else {
-      CAKE_CU(cuMemcpyDtoH(got.data(), out_.get(), count * 4));
-    }
-    CAKE_CU(cuMemcpyDtoH(want.data(), ref_.get(), count * 4));
-    double num = 0, den = 0;
-    for (size_t i = 0; i < count; ++i) num += double(got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
-    const double rel = std::sqrt(num / std::max(den, 1e-300)), budget = bf16 ? 1e-2 : 5e-4;
+    const double rel = rel_frobenius(read_floats(out_, count, bf16), read_floats(ref_, count, false));
+    const double budget = bf16 ? 1e-2 : 5e-4;
     if (!(rel <= budget)) failed_ = true;
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%s %.1e", rel <= budget ? "ok" : "BAD", rel);
@@ -141,6 +132,8 @@ class Bench {
     l.launch(timer_.stream);
     cublas_op(op, t, e, h, kModes[0]);
     const std::string check = a_.check ? compare(op, t, e, h) : "";
+    if (a_.graph)
+      for (auto& f : fs) f = graph_of(f, timer_.stream);
     med = timer_.median_ms_interleaved(fs, a_.reps, true, &calls);
     double ms[3] = {NAN, NAN, NAN}, vs[3] = {NAN, NAN, NAN};
     for (size_t c = 1; c < fs.size(); ++c) {
@@ -200,6 +193,7 @@ void add_bench_router_gemm(CLI::App& bench, int& exit_code) {
   c->add_option("--reps", a->reps, "timed calls per contender and row (default 10)")->check(CLI::Range(1, 1000));
   c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
   c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the comparison with cuBLAS's SGEMM");
+  c->add_flag("--no-graph", [a](int64_t) { a->graph = false; }, "launch each call instead of replaying its CUDA graph");
   c->callback([&exit_code, a] { exit_code = run(*a); });
 }
 
