@@ -93,6 +93,21 @@ inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, con
   return p;
 }
 
+// wgrad accumulating into FP32 with T's rows split into groups whose tiles all reduce-add into
+// dw (the kernel's kReduceGroups; gemm_contract.h reduce_parts): the non-deterministic split.
+// Dynamic schedule, no tail split (the binder sets the groups).
+inline ProgramSpec sm90_reduce_program(const std::string& prefix, const Sm90Tile& t) {
+  const GemmOp wgrad{"wgrad", gemm::kOpWgrad};
+  ProgramSpec p = sm90_program(prefix, wgrad, t, "f32", true);
+  p.name = prefix + "_sm90_wgrad_f32_acc_reduce_" + t.tag() + "_s" + std::to_string(t.stages) + "_r" +
+           std::to_string(t.raster) + "_c" + std::to_string(t.cluster);
+  std::string& kernel = p.kernels.back();
+  kernel.insert(kernel.size() - 1, ", false, true");
+  p.params["reduce_groups"] = true;
+  p.params.erase("workspace_per_sm");
+  return p;
+}
+
 inline ProgramSpec portable_program(const std::string& prefix, const GemmOp& op, const PortableTile& t,
                                     const std::string& out, bool acc) {
   ProgramSpec p;

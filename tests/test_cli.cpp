@@ -219,14 +219,21 @@ TEST(Cli, PlanNoRouteExitsOne) {
 // here how the dense wgrad at T = 16173 splits its last wave, the same with or without
 // --nondeterministic (every candidate is deterministic).
 TEST(Cli, PlanPrintsTheFamilysNotes) {
-  for (std::string extra : {"", " --nondeterministic"}) {
-    auto r = run(kCakec + " plan --op dense_gemm.wgrad --arch sm_90a --sms 132 --dim t=16173 --dim n=64 --dim k=4096"
-                          " --dim b=1 --dim kn=0 --dtype dw=f32 --accumulate" + extra);
-    ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_NE(r.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x256  (accumulate fused, deterministic"),
-              std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("note: tail split: the last 16 tiles run as 3 parts each"), std::string::npos) << r.out;
-  }
+  // The wgrad at T = 16173: the deterministic tail split, or with --nondeterministic
+  // the split over T, each with its why.
+  const std::string wgrad = kCakec + " plan --op dense_gemm.wgrad --arch sm_90a --sms 132 --dim t=16173 --dim n=64"
+                                     " --dim k=4096 --dim b=1 --dim kn=0 --dtype dw=f32 --accumulate";
+  auto det = run(wgrad);
+  ASSERT_EQ(det.code, 0) << det.out;
+  EXPECT_NE(det.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x256  (accumulate fused, deterministic"),
+            std::string::npos) << det.out;
+  EXPECT_NE(det.out.find("note: tail split: the last 16 tiles run as 3 parts each"), std::string::npos) << det.out;
+  auto nondet = run(wgrad + " --nondeterministic");
+  ASSERT_EQ(nondet.code, 0) << nondet.out;
+  EXPECT_NE(nondet.out.find("chosen:  wgrad_acc_f32_reduce_sm90_128x256  (accumulate fused, non-deterministic"),
+            std::string::npos) << nondet.out;
+  EXPECT_NE(nondet.out.find("note: split over T: 16173 rows in 8 parts of up to 2022"), std::string::npos)
+      << nondet.out;
   // Dims the windows do not read may be left out: then there are no notes.
   auto partial = run(kCakec + " plan --op dense_gemm.fwd --arch sm_90a --sms 132 --dim n=64 --dim k=64 --dim kn=0");
   ASSERT_EQ(partial.code, 0) << partial.out;

@@ -3,8 +3,11 @@
 // (dw = dy^T x, bf16 or f32 out, optionally accumulating into dw). The programs are the GEMM
 // kernels of templates/common/ with one group of T rows (a batch: B groups of T rows, w and
 // dw [B, N, K]).
-// Every route is deterministic: a tile is reduced in one fixed order, and the last wave's
-// split along the reduction sums its parts in a fixed order too.
+// The default routes are deterministic: a tile is reduced in one fixed order, and the last
+// wave's split along the reduction sums its parts in a fixed order too. One is not, and is
+// taken only with deterministic = false: wgrad accumulating into f32 with T's rows split into
+// parts whose tiles reduce-add into dw as they finish (gemm_contract.h reduce_parts), for
+// skinny dw whose few tiles leave most SMs idle.
 #include "family.hpp"
 #include "gemm_programs.hpp"
 
@@ -53,6 +56,23 @@ std::string route_prefix(const OpSpec& op, const Layout& layout, const std::stri
   return std::string(op.name) + (acc ? "_acc_" : "_") + out + (acc ? "_fused" : "") + layout.tag;
 }
 
+// The non-deterministic wgrad accumulate (listed before the deterministic one, so that a
+// call that allows it gets it in its window): dw of at most 256 rows (N) and 8192 columns has
+// at most 64 tiles of 128 x 256, half the SMs or fewer, and T of at least two parts.
+json reduce_candidate(const OpSpec& op, const Layout& layout, const OpSpec& kernel, const Sm90Tile& sm90) {
+  json w = window(op, layout, "sm_90a", "f32");
+  w["dims"]["b"] = {1, 1};
+  w["dims"]["n"] = {8, 256};
+  w["dims"]["k"] = {8, 8192};
+  w["dims"]["t"] = {2 * gemm::kMinReducePartRows, nullptr};
+  return {{"name", std::string("wgrad_acc_f32_reduce") + layout.tag + "_sm90_" + sm90.tag()},
+          {"stages", {gemm_stage(sm90_reduce_program("dense", sm90).name, kernel, op.out)}},
+          {"window", w},
+          {"accumulate", "fused"},
+          {"deterministic", false},
+          {"note", "T split into parts whose tiles reduce-add into dw as they finish: not bitwise repeatable"}};
+}
+
 }  // namespace
 
 FamilySpec family_spec_dense_gemm() {
@@ -73,6 +93,7 @@ FamilySpec family_spec_dense_gemm() {
       f.programs.push_back(hp);
       f.programs.push_back(portable_program("dense", op, portable, out, acc));
     }
+    if (op.index == gemm::kOpWgrad) f.programs.push_back(sm90_reduce_program("dense", sm90));
     // An f32 y (logits, say): the portable kernel writes f32 for any op, the sm90 one only for
     // wgrad, so fwd in f32 runs the portable program on every arch. dgrad's program serves it
     // for a [K, N] weight.
@@ -97,6 +118,7 @@ FamilySpec family_spec_dense_gemm() {
                                           (op.index == gemm::kOpWgrad ? " with x and dy exchanged" : "");
         }
         if (acc) hopper["accumulate"] = "fused", port["accumulate"] = "fused";
+        if (acc) candidates.push_back(reduce_candidate(op, layout, kernel, sm90));
         candidates.push_back(hopper);
         candidates.push_back(port);
       }

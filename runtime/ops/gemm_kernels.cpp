@@ -183,12 +183,20 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
           k.out_map = encode_tma(ot, out, {K, N, E}, {osz * K, osz * N * K}, {obox, 64, 1}, call.out);
           break;
       }
+      int groups = int(E);
+      if (s.program->params.value("reduce_groups", false)) {
+        // The non-deterministic split: T's rows as groups that all reduce-add into dw.
+        if (op != gemm::kOpWgrad || E != 1)
+          throw Error("program " + s.program->name + " splits one wgrad's rows; the call has " + std::to_string(E) +
+                      " groups");
+        groups = gemm::reduce_parts(device_sms, int(((N + bm - 1) / bm) * ((K + bn - 1) / bn)), int(M));
+      }
       k.out = reinterpret_cast<void*>(out);
       k.offs = reinterpret_cast<const int*>(offs);
       // The tile counters of the dynamic schedule (none: round-robin).
       const auto counters = args.find("counters");
       k.sched = reinterpret_cast<int*>(counters == args.end() ? uintptr_t(0) : counters->second);
-      k.groups = int(E), k.m = int(M), k.n = int(N), k.k = int(K);
+      k.groups = groups, k.m = int(M), k.n = int(N), k.k = int(K);
       // The tail split: its workspace, planned for the device's SMs.
       const auto w = args.find("workspace");
       if (w != args.end() &&
@@ -229,6 +237,17 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
   const std::string op = prog.params.at("op").get<std::string>();
   const int64_t bm = prog.params.at("tile_m").get<int64_t>(), bn = prog.params.at("tile_n").get<int64_t>();
   auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  if (prog.params.value("reduce_groups", false) && rows > 0 && groups == 1) {
+    const int64_t tiles = cdiv(n, bm) * cdiv(k, bn);
+    const int parts = tiles > INT_MAX || rows > INT_MAX ? 1 : gemm::reduce_parts(device_sms, int(tiles), int(rows));
+    char text[256];
+    std::snprintf(text, sizeof(text),
+                  "split over T: %lld rows in %d parts of up to %d, %lld tiles of %lld x %lld each (%lld units on %d "
+                  "SMs), reduce-added into dw in the order they finish: not bitwise repeatable",
+                  (long long)rows, parts, gemm::uniform_group_rows(int(rows), parts), (long long)tiles, (long long)bm,
+                  (long long)bn, (long long)(tiles * parts), device_sms);
+    return {text};
+  }
   if (!prog.params.contains("workspace_per_sm"))
     return {"tail split: none (" + prog.name + " has no split workspace)"};
   if (rows == 0)

@@ -10,9 +10,22 @@ namespace cake::gemm {
 
 // The templates' kOp: Y = X W^T, dX = G W, dW = G^T X.
 // Groups: `offs` [E] holds the cumulative group ends (device memory, read by the kernels
-// only); null `offs` means E groups of m / E rows each (a dense GEMM: E = 1; a batch of
-// contiguous heads: E = the batch).
+// only); null `offs` means E groups of uniform_group_rows(m, E) rows each, the last one
+// shorter where E does not divide m (a dense GEMM: E = 1; a batch of contiguous heads: E = the
+// batch; a wgrad split over its rows: E = the parts).
 constexpr int kOpFwd = 0, kOpDgrad = 1, kOpWgrad = 2;
+CAKE_HOST_DEVICE constexpr int uniform_group_rows(int m, int groups) { return (m + groups - 1) / groups; }
+
+// The non-deterministic wgrad split (sm90 kReduceGroups: every group's tiles reduce-add into
+// the output of group 0, in the order they finish): T's rows as `parts` null-offs groups, as
+// many as fill the SMs with one wave of tiles, each of at least kMinReducePartRows rows (an
+// FP32 tile's reduce-add into L2 against its share of the loads).
+constexpr int kMinReducePartRows = 1024;
+CAKE_HOST_DEVICE constexpr int reduce_parts(int ctas, int tiles, int rows) {
+  const int by_waves = tiles > 0 ? ctas / tiles : 1, by_rows = rows / kMinReducePartRows;
+  const int p = by_waves < by_rows ? by_waves : by_rows;
+  return p < 1 ? 1 : p;
+}
 
 // A CUtensorMap, passed by value inside the __grid_constant__ argument struct: the TMA
 // instructions take its address in parameter space.

@@ -272,9 +272,10 @@ struct Scheduler {
   int split_first = 0, split_tiles = 0, parts = 1;  // the tail split (plan_split, plan_split_rows)
 
   __device__ void bounds(int e, int& start, int& end) const {
-    if (offs == nullptr) {  // uniform groups
-      const int rows = m / groups;
-      start = e * rows, end = start + rows;
+    if (offs == nullptr) {  // uniform groups, the last one shorter
+      const int rows = uniform_group_rows(m, groups);
+      start = e * rows < m ? e * rows : m;
+      end = start + rows < m ? start + rows : m;
       return;
     }
     start = e == 0 ? 0 : clamp_row(__ldg(offs + e - 1), 0, m);
@@ -423,8 +424,12 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
 // as one loop (one copy of the k block, as BF16 wgrad always does): about half the compile,
 // 1-3 % slower. BF16 wgrad does not overlap its epilogue (no held tile, no slice writes in
 // the k loop).
+//
+// kReduceGroups (wgrad, accumulating): every group's tiles reduce-add into group 0's output, so
+// groups that split T's rows (null offs, gemm_contract.h reduce_parts) sum into one dW in the
+// order their tiles finish: not bitwise repeatable, the route's non-deterministic split.
 template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster,
-          bool kCompact = false>
+          bool kCompact = false, bool kReduceGroups = false>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads, 1)
     sm90_gemm(const __grid_constant__ Sm90Args args) {
   using namespace sm90;
@@ -438,6 +443,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
   static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
   static_assert(!kAccumulate || sizeof(OutT) == 4, "accumulate is fused for FP32 out only");
+  static_assert(!kReduceGroups || (kOp == kOpWgrad && kAccumulate), "groups reduce into one output by adding");
   // The epilogue writes a tile in kSlices slices of 128-byte rows; a slice is 16 registers of
   // a consumer thread (64 rows x kSliceCols over 128 threads; BF16 packed in pairs). A finished
   // tile's last kHeldSlices slices are held in registers beside the accumulators (192 of the
@@ -702,7 +708,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
           const int wg_row = tile.m_blk * kBM + c * 64;
           const int col = tile.n_blk * kBN + s * kSliceCols;
           if constexpr (kOp == kOpWgrad)
-            tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, tile.group);
+            tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, kReduceGroups ? 0 : tile.group);
           else
             tma_store_2d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row);
         }

@@ -4,7 +4,7 @@
 //
 // Semantics (torch._grouped_mm with device offsets). Everything row-major and contiguous.
 // offs[E] holds the cumulative group ends; group e is rows offs[e-1] .. offs[e]-1 (offs[-1] = 0);
-// null offs: E groups of M / E rows each.
+// null offs: E groups of uniform_group_rows(M, E) rows each (gemm_contract.h).
 //   kOp 0 fwd:   a = X [M, K], b = W [E, N, K], out = Y  [M, N]:     Y_e  = X_e W_e^T
 //   kOp 1 dgrad: a = G [M, N], b = W [E, N, K], out = dX [M, K]:     dX_e = G_e W_e
 //   kOp 2 wgrad: a = G [M, N], b = X [M, K],    out = dW [E, N, K]:  dW_e = G_e^T X_e
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
     while (tile >= t_end && e < num_groups) {
       if (++e >= num_groups) break;
       g0 = g1;
-      g1 = offs == nullptr ? (e + 1) * (m / num_groups) : imin(imax(offs[e], g0), m);
+      g1 = offs == nullptr ? imin((e + 1) * uniform_group_rows(m, num_groups), m) : imin(imax(offs[e], g0), m);
       t_begin = t_end;
       t_end += tiles_of(g1 - g0);
     }

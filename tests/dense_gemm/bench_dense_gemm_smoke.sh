@@ -22,6 +22,9 @@ for op in fwd dgrad wgrad wgrad_acc; do
     fail "$op: expected four rows checked ok with a cuBLASLt time"
 done
 grep -q "wgrad_acc_f32_fused" <<<"$out" || fail "wgrad_acc does not name its fused route"
+# deterministic = false: at T 4097 the split over T (reduce-added), checked ok like the others.
+[ "$(awk '$1 == "wgrad_acc_nd" && $4 == 4097 && $12 == "ok" && $11 ~ /reduce/' <<<"$out" | wc -l)" = 2 ] ||
+  fail "wgrad_acc_nd: expected the reduce split at T 4097, checked ok"
 # A step row: dgrad then the accumulating wgrad, both checked, both routes named.
 [ "$(awk '$1 == "step" && $2 == 512 && $12 == "ok" && $15 == "ok" && $11 ~ /\+/' <<<"$out" | wc -l)" = 4 ] ||
   fail "step: expected four rows, each GEMM checked ok, two routes"

@@ -1,5 +1,5 @@
 // The dense_gemm family's routes (no GPU): the Hopper program of each op, the portable
-// programs on sm_80, fused vs composed accumulate, every candidate deterministic,
+// programs on sm_80, fused vs composed accumulate, the one non-deterministic split,
 // and the programs as the shared GEMM kernels with this family's tiles.
 #include <gtest/gtest.h>
 
@@ -123,17 +123,59 @@ TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {
   EXPECT_NE(all.find("32 tiles of 128 x 256"), std::string::npos) << all;
 }
 
-// Every dense_gemm candidate is deterministic today, so a default call can never be given a
-// non-deterministic one; the registry marks each.
-TEST_F(DenseGemmRoutes, EveryCandidateIsDeterministic) {
-  int seen = 0;
+// The only non-deterministic dense_gemm candidates are the reduce splits of the f32
+// accumulate; a default call in their window gets the deterministic fused route, a call with
+// deterministic = false gets the split, and outside its window (T of one part, a dw of many
+// tiles, a batch, sm_80) the deterministic route again.
+TEST_F(DenseGemmRoutes, NonDeterministicOnlyWhenAskedAndInItsWindow) {
+  int seen = 0, nondet = 0;
   for (const auto& route : reg_->routes())
     if (route.op.rfind("dense_gemm.", 0) == 0)
       for (const auto& c : route.candidates) {
-        EXPECT_TRUE(c.deterministic) << route.op << " " << c.name;
-        ++seen;
+        const bool reduce = c.name.find("_reduce") != std::string::npos;
+        EXPECT_EQ(c.deterministic, !reduce) << route.op << " " << c.name;
+        ++seen, nondet += !c.deterministic;
       }
   EXPECT_GT(seen, 10);
+  EXPECT_EQ(nondet, 2);  // [N, K] and [K, N] dw
+  auto route_of = [&](Problem p, bool det, const Device& d) {
+    p.deterministic = det;
+    auto r = plan(p, d);
+    EXPECT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->deterministic, r.plan->route.find("_reduce") == std::string::npos) << r.plan->route;
+    return r.plan->route;
+  };
+  Problem p = problem("wgrad", 64, "f32", true);
+  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(route_of(p, false, hopper_), "wgrad_acc_f32_reduce_sm90_128x256");
+  p.dims["kn"] = 1;
+  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_kn_sm90_128x256");
+  EXPECT_EQ(route_of(p, false, hopper_), "wgrad_acc_f32_reduce_kn_sm90_128x256");
+  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", true, 2047), false, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(route_of(problem("wgrad", 512, "f32", true), false, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", true, 16173, 4096, 2), false, hopper_),
+            "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", false), false, hopper_), "wgrad_f32_sm90_128x256");
+  EXPECT_EQ(route_of(p, false, ampere_), "wgrad_acc_f32_fused_kn_portable_128x128");
+}
+
+// The split's parts (gemm_contract.h reduce_parts): one wave of tiles, parts of at least
+// kMinReducePartRows rows; `cakec plan` says so.
+TEST_F(DenseGemmRoutes, ReduceSplitFillsOneWave) {
+  EXPECT_EQ(gemm::reduce_parts(132, 16, 16173), 8);   // N 64, K 4096: 16 tiles
+  EXPECT_EQ(gemm::reduce_parts(132, 16, 4097), 4);    // parts of at least 1024 rows
+  EXPECT_EQ(gemm::reduce_parts(132, 64, 131072), 2);  // N 256, K 8192
+  EXPECT_EQ(gemm::reduce_parts(132, 200, 131072), 1);
+  EXPECT_EQ(gemm::reduce_parts(132, 16, 1000), 1);
+  EXPECT_EQ(gemm::uniform_group_rows(16173, 8), 2022);
+  Problem p = problem("wgrad", 64, "f32", true);
+  p.deterministic = false;
+  auto r = plan(p, hopper_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  std::string all;
+  for (const auto& line : ops::plan_notes(p, *r.plan, hopper_)) all += line + "\n";
+  EXPECT_NE(all.find("16173 rows in 8 parts of up to 2022, 16 tiles"), std::string::npos) << all;
+  EXPECT_NE(all.find("not bitwise repeatable"), std::string::npos) << all;
 }
 
 // What `cakec plan` prints under a dense plan on Hopper: the tiles and how the kernel will

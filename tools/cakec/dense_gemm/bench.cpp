@@ -1,5 +1,6 @@
 // cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, wgrad
-// accumulating into f32, and a training step's backward: dgrad then the accumulating wgrad)
+// accumulating into f32, the same with deterministic = false, and a training step's backward:
+// dgrad then the accumulating wgrad)
 // against cublasGemmEx (default algorithm, FP32 compute, same dtypes; beta = 1 for the
 // accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for each GEMM, each timed
 // first) in one process. Each contender's call is replayed from a CUDA graph (as a training
@@ -26,17 +27,19 @@ namespace {
 
 struct Args {
   std::vector<int64_t> ks{4096}, ns{32, 64, 128, 512, 1024}, ts{1024, 4097, 16173, 32768, 65537, 131072};
-  std::vector<std::string> ops{"fwd", "dgrad", "wgrad", "wgrad_acc", "step"};
+  std::vector<std::string> ops{"fwd", "dgrad", "wgrad", "wgrad_acc", "wgrad_acc_nd", "step"};
   int reps = 10;
   std::string cublas;
   bool check = true, graph = true;
 };
 
-// The GEMMs of a row's op: itself, or a step's dgrad then accumulating wgrad.
+// The GEMMs of a row's op: itself, or a step's dgrad then accumulating wgrad. wgrad_acc_nd is
+// wgrad_acc with deterministic = false for cake (the baselines' GEMM is wgrad_acc's).
 std::vector<std::string> gemms_of(const std::string& op) {
   if (op == "step") return {"dgrad", "wgrad_acc"};
   return {op};
 }
+std::string baseline_of(const std::string& gemm) { return gemm == "wgrad_acc_nd" ? "wgrad_acc" : gemm; }
 bool is_wgrad(const std::string& op) { return op.rfind("wgrad", 0) == 0; }
 
 void check_cublas(cublasStatus_t s, const char* what) {
@@ -141,8 +144,10 @@ class Bench {
     DLTensor x = tensor(x_, kBf16, tk), dy = tensor(dy_, kBf16, tn), w = tensor(w_, kBf16, nk);
     if (op == "fwd") return cake::ops::prepare_dense_gemm_fwd(rt_, tensor(out_, kBf16, tn), x, w);
     if (op == "dgrad") return cake::ops::prepare_dense_gemm_dgrad(rt_, tensor(out_, kBf16, tk), dy, w);
-    const bool acc = op == "wgrad_acc";
-    return cake::ops::prepare_dense_gemm_wgrad(rt_, tensor(dw_, acc ? kF32 : kBf16, nk), dy, x, acc);
+    const bool acc = op != "wgrad";
+    cake::ops::OpOptions o;
+    o.deterministic = op != "wgrad_acc_nd";
+    return cake::ops::prepare_dense_gemm_wgrad(rt_, tensor(dw_, acc ? kF32 : kBf16, nk), dy, x, acc, o);
   }
 
   // The bytes a GEMM must move: its inputs read once, its output written (and read, accumulating).
@@ -197,26 +202,27 @@ class Bench {
   void row(const std::string& op, int64_t t, int64_t n, int64_t k) {
     const std::vector<std::string> gemms = gemms_of(op);
     std::vector<cake::Launch> ls;
-    for (const std::string& g : gemms) ls.push_back(prepare(g, t, n, k));
+    std::vector<std::string> base;  // what the baselines run and the checks read
+    for (const std::string& g : gemms) ls.push_back(prepare(g, t, n, k)), base.push_back(baseline_of(g));
     // The check first, each GEMM from zeros (accumulating, both add once), all on the timer's
     // stream in order.
     std::string check;
     for (size_t i = 0; i < gemms.size(); ++i) {
-      const size_t bytes = out_bytes(gemms[i], t, n, k);
-      CAKE_CU(cuMemsetD32Async(out(gemms[i]).get(), 0, bytes / 4, timer_.stream));
-      CAKE_CU(cuMemsetD32Async(ref(gemms[i]).get(), 0, bytes / 4, timer_.stream));
+      const size_t bytes = out_bytes(base[i], t, n, k);
+      CAKE_CU(cuMemsetD32Async(out(base[i]).get(), 0, bytes / 4, timer_.stream));
+      CAKE_CU(cuMemsetD32Async(ref(base[i]).get(), 0, bytes / 4, timer_.stream));
       ls[i].launch(timer_.stream);
-      cublas_op(gemms[i], t, n, k);
-      if (a_.check) check += (i ? " / " : "") + compare(gemms[i], t, n, k);
+      cublas_op(base[i], t, n, k);
+      if (a_.check) check += (i ? " / " : "") + compare(base[i], t, n, k);
     }
     std::vector<std::function<void()>> fs{[&] { for (cake::Launch& l : ls) l.launch(timer_.stream); },
-                                          [&] { for (const std::string& g : gemms) cublas_op(g, t, n, k); }};
+                                          [&] { for (const std::string& g : base) cublas_op(g, t, n, k); }};
     // cuBLASLt: the best of its top 8 for each GEMM; a contender only if it runs all of them.
     std::vector<std::unique_ptr<LtMatmul>> lts;
     std::vector<LtCall> lcs;
     std::vector<int> algos;
     for (size_t i = 0; lt_lib_.available() && i < gemms.size(); ++i) {
-      lcs.push_back(lt_call(gemms[i], t, n, k));
+      lcs.push_back(lt_call(base[i], t, n, k));
       lts.push_back(std::make_unique<LtMatmul>(lt_lib_, lcs[i].g, lt_ws_.ptr(), lt_ws_.bytes()));
       algos.push_back(best_lt_algo(*lts[i], lcs[i]));
     }
@@ -230,7 +236,7 @@ class Bench {
     const auto med = timer_.median_ms_interleaved(fs, a_.reps, true, &calls);
     const double lt_ms = fs.size() > 2 ? med[2] : NAN, best_ms = std::fmin(med[1], lt_ms);
     const double flops = 2.0 * t * double(n) * k * double(gemms.size());
-    const double roof = std::max(bytes(op, t, n, k) / bytes_per_ms_, flops / flops_per_ms_);
+    const double roof = std::max(bytes(baseline_of(op), t, n, k) / bytes_per_ms_, flops / flops_per_ms_);
     std::string route;
     for (const cake::Launch& l : ls) route += (route.empty() ? "" : "+") + (l.plan() ? l.plan()->route : "(none)");
     std::printf("%-9s %6lld %5lld %7lld  %9.4f %9.4f %9.4f  %7.3fx  %5.1f%% %5.1f%%  %s %s\n", op.c_str(), (long long)k,
@@ -274,8 +280,9 @@ void add_bench_dense_gemm(CLI::App& bench, int& exit_code) {
   c->add_option("--n", a->ns, "N, the output width, a multiple of 8 (default 32 64 128 512 1024)")
       ->check(positive_multiple_of_8);
   c->add_option("--t", a->ts, "T, tokens (default 1024 4097 16173 32768 65537 131072)")->check(CLI::PositiveNumber);
-  c->add_option("--op", a->ops, "ops (default all five; step: dgrad then wgrad_acc)")
-      ->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc", "step"}));
+  c->add_option("--op", a->ops, "ops (default all six; wgrad_acc_nd: cake with deterministic = false; step: dgrad "
+                               "then wgrad_acc)")
+      ->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc", "wgrad_acc_nd", "step"}));
   c->add_option("--reps", a->reps, "timed calls per contender and row (default 10)")->check(CLI::Range(1, 1000));
   c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
   c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the comparison with cuBLAS's output");
