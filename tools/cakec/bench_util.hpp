@@ -87,7 +87,7 @@ struct Timer {
 
   struct Sustained {
     // mhz, watts: means over the windows; joules: a call's energy (board counter), the L2
-    // flush's share taken off. NaN where NVML cannot say.
+    // flush's share taken off. NaN where NVML cannot say (no counter, or windows too short).
     double ms, mhz, watts, joules;
   };
   // Each contender alone, calls back to back (L2 flushed before each, as above): warm_ms of
@@ -109,7 +109,9 @@ struct Timer {
         out[c].joules += w.joules / rounds;
       }
     }
-    for (auto& o : out) o.joules -= flush_joules;
+    // NVML's energy counter moves in steps of milliseconds: a window too short for it reads a
+    // call's energy as zero, or below the flush's, which is no measurement.
+    for (auto& o : out) o.joules = o.joules - flush_joules > 0 ? o.joules - flush_joules : NAN;
     return out;
   }
 
