@@ -231,6 +231,16 @@ try:
 except RuntimeError as e:
     check("no main_grad" in str(e), f"linear without main_grad: {e}")
 
+# Weights of the wrong rank are refused by name before anything runs.
+for call, text in [(lambda: ct.linear(bf16(4, 64), bf16(64)), "cake.torch.linear"),
+                   (lambda: ct.linear(bf16(4, 64), bf16(2, 8, 64)), "cake.torch.linear"),
+                   (lambda: ct.router_logits(bf16(4, 64), torch.randn(2, 8, 64, device=dev)), "cake.torch.router_logits")]:
+    try:
+        call()
+        check(False, f"{text} with a weight of the wrong rank: no error")
+    except ValueError as e:
+        check(text in str(e), f"{text} with a weight of the wrong rank: {e}")
+
 # -- router_logits: FP32 logits and gradients through cake.torch (f32 master and bf16 weight)
 for w_dtype in (torch.float32, torch.bfloat16):
     tag = f"router_logits ({w_dtype} w)"
