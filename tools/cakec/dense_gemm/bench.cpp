@@ -177,8 +177,8 @@ class Bench {
   // cake's output against cuBLAS's: relative Frobenius difference over the first 1M elements.
   // Where they agree, 8 elements must agree with FP64 too; where they differ (beyond 1e-2),
   // FP64 decides on up to 32 of the elements that differ by more than 1e-2 (1 + |value|): the
-  // row is ok when cake is within that of FP64 at every one and cuBLAS is not (cuBLAS is
-  // off), else BAD.
+  // row is ok when cake is within that of FP64 at every one (cuBLAS is the side off; where
+  // the two straddle the bound, cuBLAS may be within it too), else BAD.
   std::string compare(const std::string& op, int64_t t, int64_t n, int64_t k) const {
     const bool f32 = op == "wgrad_acc";
     const size_t elems = size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k), count = std::min<size_t>(elems, 1 << 20);
@@ -211,13 +211,13 @@ class Bench {
       const double ref64 = fp64(op, t, n, k, off[s]);
       cake_right += near(got[off[s]], ref64), cublas_right += near(want[off[s]], ref64);
     }
-    const bool cublas_off = cake_right == sampled && cublas_right == 0;
-    if (!cublas_off) failed_ = true;
+    const bool cake_ok = cake_right == sampled;
+    if (!cake_ok) failed_ = true;
     const size_t first = off.empty() ? 0 : off[0];
     std::snprintf(buf, sizeof(buf),
                   "%s %.1e (%zu elements differ from cuBLAS; FP64 agrees with cake at %zu, cuBLAS at %zu of %zu "
                   "sampled; first [%lld, %lld]: %g, cuBLAS %g, FP64 %g)",
-                  cublas_off ? "ok" : "BAD", rel, off.size(), cake_right, cublas_right, sampled,
+                  cake_ok ? "ok" : "BAD", rel, off.size(), cake_right, cublas_right, sampled,
                   (long long)(int64_t(first) / cols), (long long)(int64_t(first) % cols), got[first], want[first],
                   fp64(op, t, n, k, first));
     return buf;
