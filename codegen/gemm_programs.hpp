@@ -12,7 +12,7 @@
 
 namespace cake::codegen::gemm_programs {
 
-// Hopper: 128-row tiles (two consumer warpgroups of 64 rows), kBN of 128, 192 or 256, a stage
+// Hopper: 128-row tiles (two consumer warpgroups of 64 rows), kBN of 64, 128, 192 or 256, a stage
 // ring, raster bands of row blocks, clusters of 1 (dynamic tile schedule) or 2.
 struct Sm90Tile {
   int bm = 128, bn = 256, stages = 4, raster = 16, cluster = 1;

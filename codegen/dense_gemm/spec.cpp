@@ -73,13 +73,23 @@ json reduce_candidate(const OpSpec& op, const Layout& layout, const OpSpec& kern
           {"note", "T split into parts whose tiles reduce-add into dw as they finish: not bitwise repeatable"}};
 }
 
+// Narrower tiles for a skinny y (fwd; with a [K, N] weight, dgrad's kernel): the 256-column
+// tile would compute zeros past N, so at N <= 128 it does twice and at N <= 64 four times
+// the work that is needed, which costs a bandwidth-bound fwd 30-40 % (docs/perf.md). Fewer
+// columns leave shared memory for more stages. Narrowest first: the planner takes the first
+// candidate whose window holds the call.
+struct NarrowTile {
+  Sm90Tile tile;
+  int64_t max_n;
+};
+const NarrowTile kNarrowFwd[] = {{{128, 64, 8}, 64}, {{128, 128, 6}, 128}};
+
 }  // namespace
 
 FamilySpec family_spec_dense_gemm() {
   FamilySpec f;
   f.name = "dense_gemm";
-  // The grouped GEMM's measured tiles. A skinny fwd (N <= 128) computes zeros past N in its
-  // 256-column tile; a narrower tile for it waits for a measurement on the H200.
+  // The grouped GEMM's measured tiles; a skinny fwd takes a narrower one (kNarrowFwd).
   const Sm90Tile sm90;
   const PortableTile portable;
   for (const OpSpec& op : kOps) {
@@ -94,6 +104,15 @@ FamilySpec family_spec_dense_gemm() {
       f.programs.push_back(portable_program("dense", op, portable, out, acc));
     }
     if (op.index == gemm::kOpWgrad) f.programs.push_back(sm90_reduce_program("dense", sm90));
+    // fwd's narrow tiles, for its own kernel and (a [K, N] weight) dgrad's.
+    if (op.index != gemm::kOpWgrad)
+      for (const NarrowTile& narrow : kNarrowFwd) {
+        ProgramSpec p = sm90_program("dense", op, narrow.tile, "bf16", false);
+        const ProgramSpec compact = sm90_program("dense", op, narrow.tile, "bf16", false, true);
+        p.stand_in = compact.name;
+        f.programs.push_back(compact);
+        f.programs.push_back(p);
+      }
     // An f32 y (logits, say): the portable kernel writes f32 for any op, the sm90 one only for
     // wgrad, so fwd in f32 runs the portable program on every arch. dgrad's program serves it
     // for a [K, N] weight.
@@ -105,6 +124,18 @@ FamilySpec family_spec_dense_gemm() {
       const OpSpec kernel = kernel_for(op, layout);
       for (const auto& [out, acc] : out_kinds(op)) {
         const std::string prefix = route_prefix(op, layout, out, acc);
+        if (op.index == gemm::kOpFwd)
+          for (const NarrowTile& narrow : kNarrowFwd) {
+            json w = window(op, layout, "sm_90a", out);
+            w["dims"]["n"] = {8, narrow.max_n};
+            candidates.push_back(
+                {{"name", prefix + "_sm90_" + narrow.tile.tag()},
+                 {"stages", {gemm_stage(sm90_program("dense", kernel, narrow.tile, out, acc).name, kernel, op.out)}},
+                 {"window", w},
+                 {"note", "N <= " + std::to_string(narrow.max_n) + ": a " + std::to_string(narrow.tile.bn) +
+                              "-column tile computes no columns past N" +
+                              (layout.kn ? " ([K, N] weight: the dgrad kernel)" : "")}});
+          }
         json hopper = {{"name", prefix + "_sm90_" + sm90.tag()},
                        {"stages", {gemm_stage(sm90_program("dense", kernel, sm90, out, acc).name, kernel, op.out)}},
                        {"window", window(op, layout, "sm_90a", out)},

@@ -225,14 +225,26 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
       : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransA), "n"(kTransB));
 }
 
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], unsigned long long desc_a,
+                                                unsigned long long desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransA), "n"(kTransB));
+}
+
 template <int kBN, int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma(float (&d)[kBN / 2], unsigned long long da, unsigned long long db) {
   if constexpr (kBN == 256)
     wgmma_m64n256k16<kTransA, kTransB>(d, da, db);
   else if constexpr (kBN == 192)
     wgmma_m64n192k16<kTransA, kTransB>(d, da, db);
-  else
+  else if constexpr (kBN == 128)
     wgmma_m64n128k16<kTransA, kTransB>(d, da, db);
+  else
+    wgmma_m64n64k16<kTransA, kTransB>(d, da, db);
 }
 
 // The registers a finished tile is held in until its epilogue has stored it: BF16 pairs
@@ -441,7 +453,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   float* __restrict__ const split_ws = args.split_ws;
   const int num_groups = args.groups, m = args.m, n = args.n, k = args.k, split_ctas = args.split_ctas;
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
-  static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
+  static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
   static_assert(!kAccumulate || sizeof(OutT) == 4, "accumulate is fused for FP32 out only");
   static_assert(!kReduceGroups || (kOp == kOpWgrad && kAccumulate), "groups reduce into one output by adding");
   // The epilogue writes a tile in kSlices slices of 128-byte rows; a slice is 16 registers of

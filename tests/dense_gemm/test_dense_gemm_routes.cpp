@@ -38,11 +38,20 @@ class DenseGemmRoutes : public ::testing::Test {
 };
 
 TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
-  for (int64_t n : {8, 32, 128, 1024}) {
+  // fwd's tile is as narrow as N allows: no columns past N computed where N <= 128.
+  const std::map<int64_t, std::tuple<const char*, int, int>> fwd = {
+      {8, {"fwd_sm90_128x64", 64, 8}},     {64, {"fwd_sm90_128x64", 64, 8}},
+      {72, {"fwd_sm90_128x128", 128, 6}},  {128, {"fwd_sm90_128x128", 128, 6}},
+      {136, {"fwd_sm90_128x256", 256, 4}}, {1024, {"fwd_sm90_128x256", 256, 4}}};
+  for (const auto& [n, want] : fwd) {
+    const auto& [route, bn, stages] = want;
     auto r = plan(problem("fwd", n), hopper_);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(r.plan->route, "fwd_sm90_128x256") << n;
-    EXPECT_EQ(r.plan->stages[0].program->params.at("smem"), gemm::sm90_smem_bytes(128, 256, 4));
+    EXPECT_EQ(r.plan->route, route) << n;
+    const auto& params = r.plan->stages[0].program->params;
+    EXPECT_EQ(params.at("tile_n"), bn) << n;
+    EXPECT_EQ(params.at("smem"), gemm::sm90_smem_bytes(128, bn, stages)) << n;
+    EXPECT_LE(params.at("smem").get<int>(), hopper_.max_smem_optin) << n;
   }
   for (std::string op : {"dgrad", "wgrad"}) {
     auto r = plan(problem(op, 64), hopper_);
@@ -96,7 +105,7 @@ TEST_F(DenseGemmRoutes, F32OutputRunsThePortableProgram) {
 // and x exchanged, through the same programs.
 TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {
   const std::map<std::string, std::pair<std::string, std::string>> want = {
-      {"fwd", {"fwd_kn_sm90_128x256", "dense_sm90_dgrad_128x256_s4_r16_c1"}},
+      {"fwd", {"fwd_kn_sm90_128x64", "dense_sm90_dgrad_128x64_s8_r16_c1"}},
       {"dgrad", {"dgrad_kn_sm90_128x256", "dense_sm90_fwd_128x256_s4_r16_c1"}},
       {"wgrad", {"wgrad_bf16_kn_sm90_128x256", "dense_sm90_wgrad_bf16_128x256_s4_r16_c1"}}};
   for (const auto& [op, route] : want) {
@@ -201,7 +210,7 @@ TEST_F(DenseGemmRoutes, PlanNotesSayTheTailSplitAndWhy) {
   s = notes("wgrad", 8192, 64, 300);
   EXPECT_NE(s.find("tail split: none (over 256 groups)"), std::string::npos) << s;
   s = notes("fwd", 1024, 32);
-  EXPECT_NE(s.find("8 tiles of 128 x 256"), std::string::npos) << s;
+  EXPECT_NE(s.find("8 tiles of 128 x 64"), std::string::npos) << s;
   EXPECT_NE(s.find("the last 8 tiles run as 4 parts"), std::string::npos) << s;
   s = notes("fwd", 131072, 1024);
   EXPECT_NE(s.find("tail split: none (8 waves or more: the tail is a small share)"), std::string::npos) << s;
