@@ -1,14 +1,13 @@
 // Label gpu: every dense_gemm route for a [N, K] weight, deterministic or not, forced by name,
-// against FP64 with TARGETS.md's budgets on ten fresh seeds per row (issue: accuracy on 10
-// seeds). Outputs are poisoned before each run. A route that cannot serve a row (its window,
-// or no build for the device) is skipped there, but on Hopper every route must have run on
-// some row, and on other parts every portable one.
+// against FP64 with TARGETS.md's budgets on ten fresh seeds per row. Outputs are poisoned
+// before each run. A route that cannot serve a row (its window, or no build for the device)
+// is skipped there, but on Hopper every route must have run on some row, and on other parts
+// every portable one (test::RouteSweep).
 #include <gtest/gtest.h>
-
-#include <set>
 
 #include "dense_gemm_ops.hpp"
 #include "gpu_util.hpp"
+#include "route_sweep.hpp"
 
 namespace cake {
 namespace {
@@ -64,12 +63,13 @@ void expect_bf16_sum_close(const std::vector<uint16_t>& got, const std::vector<u
 using DenseGemmSeeds = test::RuntimeTest<>;
 
 TEST_F(DenseGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
-  const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
-  std::map<std::string, std::set<std::string>> ran;  // op -> candidates that ran
+  // The [N, K] weight's candidates (the [K, N] ones run the same programs, tested apart).
+  test::RouteSweep sweep(*rt_, "dense_gemm", [](const Candidate& c) { return c.name.find("_kn") == std::string::npos; });
   for (const Row& r : kRows) {
     const int64_t T = r.t, N = r.n, K = r.k;
     SCOPED_TRACE("T " + std::to_string(T) + " N " + std::to_string(N) + " K " + std::to_string(K));
     for (int seed = 0; seed < kSeeds; ++seed) {
+      SCOPED_TRACE("seed " + std::to_string(seed));
       const uint64_t s = uint64_t(seed) * 7919 + uint64_t(T * 31 + N * 7 + K);
       auto xb = test::to_bf16(test::random_floats(size_t(T * K), s));
       auto gb = test::to_bf16(test::random_floats(size_t(T * N), s + 1));
@@ -82,31 +82,10 @@ TEST_F(DenseGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
       std::vector<double> acc_ref(out0.size());
       for (size_t i = 0; i < out0.size(); ++i) acc_ref[i] = double(out0[i]) + f.dw[i];
 
-      // Each candidate of `op` (its [N, K] ones) on this seed: prepare forced by name (a
-      // refusal skips it), run on a poisoned or start-valued output, and check.
-      auto each = [&](const std::string& op, const std::function<void(const Candidate&, const ops::OpOptions&)>& run) {
-        for (const Candidate& c : rt_->registry().route("dense_gemm." + op)->candidates) {
-          if (c.name.find("_kn") != std::string::npos) continue;
-          ops::OpOptions o;
-          o.candidate = c.name;
-          o.deterministic = c.deterministic;
-          SCOPED_TRACE(op + " " + c.name + " seed " + std::to_string(seed));
-          run(c, o);
-        }
-      };
-      auto served = [&](const std::string& op, const Candidate& c, const std::function<Launch()>& prepare) {
-        try {
-          Launch l = prepare();
-          ran[op].insert(c.name);
-          return std::optional<Launch>(std::move(l));
-        } catch (const Error&) {
-          return std::optional<Launch>();  // not this row's (window, dtype) or not this device's
-        }
-      };
-      each("fwd", [&](const Candidate& c, const ops::OpOptions& o) {
+      sweep.each("fwd", [&](const Candidate& c, const ops::OpOptions& o) {
         for (DType yt : {DType::bf16, DType::f32}) {
           Dev Y(yt, {T, N});
-          auto l = served("fwd", c, [&] { return ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, o); });
+          auto l = sweep.served("fwd", c, [&] { return ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, o); });
           if (!l) continue;
           Y.poison();
           l->launch(nullptr);
@@ -114,19 +93,19 @@ TEST_F(DenseGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
           else test::expect_f32_close(Y.download<float>(), f.y, "y (f32)");
         }
       });
-      each("dgrad", [&](const Candidate& c, const ops::OpOptions& o) {
+      sweep.each("dgrad", [&](const Candidate& c, const ops::OpOptions& o) {
         Dev DX(DType::bf16, {T, K});
-        auto l = served("dgrad", c, [&] { return ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, W.dl, o); });
+        auto l = sweep.served("dgrad", c, [&] { return ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, W.dl, o); });
         if (!l) return;
         DX.poison();
         l->launch(nullptr);
         test::expect_bf16_close(DX.download<uint16_t>(), f.dx, f.dx.size(), "dx");
       });
-      each("wgrad", [&](const Candidate& c, const ops::OpOptions& o) {
+      sweep.each("wgrad", [&](const Candidate& c, const ops::OpOptions& o) {
         for (DType dt : {DType::bf16, DType::f32})
           for (bool acc : {false, true}) {
             Dev DW(dt, {N, K});
-            auto l = served("wgrad", c, [&] { return ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, acc, o); });
+            auto l = sweep.served("wgrad", c, [&] { return ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, acc, o); });
             if (!l) continue;
             if (!acc) DW.poison();
             else if (dt == DType::f32) DW.upload(out0);
@@ -139,13 +118,7 @@ TEST_F(DenseGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
       });
     }
   }
-  // No route left unchecked: every [N, K] candidate the device can run ran on some row.
-  for (const auto& [op, names] : ran)
-    for (const Candidate& c : rt_->registry().route("dense_gemm." + op)->candidates) {
-      if (c.name.find("_kn") != std::string::npos) continue;
-      if (hopper || c.name.find("portable") != std::string::npos) EXPECT_TRUE(names.count(c.name)) << op << " " << c.name;
-    }
-  EXPECT_EQ(ran.size(), 3u);
+  sweep.expect_all_ran({"fwd", "dgrad", "wgrad"});
 }
 
 }  // namespace

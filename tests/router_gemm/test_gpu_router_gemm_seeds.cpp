@@ -2,12 +2,11 @@
 // (FP32; a bf16 dx the bf16 one) on ten fresh seeds per row, with full-precision FP32 data.
 // Outputs are poisoned before each run. A route that cannot serve a row (its window, or no
 // build for the device) is skipped there, but on Hopper every route must have run on some
-// row, and on other parts every portable one.
+// row, and on other parts every portable one (test::RouteSweep).
 #include <gtest/gtest.h>
 
-#include <set>
-
 #include "gpu_util.hpp"
+#include "route_sweep.hpp"
 #include "router_gemm_ops.hpp"
 
 namespace cake {
@@ -25,12 +24,12 @@ constexpr int kSeeds = 10;
 using RouterGemmSeeds = test::RuntimeTest<>;
 
 TEST_F(RouterGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
-  const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
-  std::map<std::string, std::set<std::string>> ran;  // op -> candidates that ran
+  test::RouteSweep sweep(*rt_, "router_gemm");
   for (const Row& r : kRows) {
     const int64_t T = r.t, E = r.e, H = r.h;
     SCOPED_TRACE("T " + std::to_string(T) + " E " + std::to_string(E) + " H " + std::to_string(H));
     for (int seed = 0; seed < kSeeds; ++seed) {
+      SCOPED_TRACE("seed " + std::to_string(seed));
       const uint64_t s = uint64_t(seed) * 7919 + uint64_t(T * 31 + E * 7 + H);
       auto xb = test::to_bf16(test::random_floats(size_t(T * H), s));
       auto wf = test::random_floats(size_t(E * H), s + 1, 0.02f);
@@ -62,39 +61,20 @@ TEST_F(RouterGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
       });
       for (size_t i = 0; i < accref.size(); ++i) accref[i] = double(dw0[i]) + dwref[i];
 
-      // Each candidate of `op` forced by name; a refusal (window, dtype, device) skips it.
-      auto each = [&](const std::string& op, const std::function<void(const Candidate&, const ops::OpOptions&)>& run) {
-        for (const Candidate& c : rt_->registry().route("router_gemm." + op)->candidates) {
-          ops::OpOptions o;
-          o.candidate = c.name;
-          o.deterministic = c.deterministic;
-          SCOPED_TRACE(op + " " + c.name + " seed " + std::to_string(seed));
-          run(c, o);
-        }
-      };
-      auto served = [&](const std::string& op, const Candidate& c, const std::function<Launch()>& prepare) {
-        try {
-          Launch l = prepare();
-          ran[op].insert(c.name);
-          return std::optional<Launch>(std::move(l));
-        } catch (const Error&) {
-          return std::optional<Launch>();
-        }
-      };
       for (int i = 0; i < 2; ++i) {
         const Dev& W = i ? WF : WB;
-        each("fwd", [&](const Candidate& c, const ops::OpOptions& o) {
+        sweep.each("fwd", [&](const Candidate& c, const ops::OpOptions& o) {
           Dev L(DType::f32, {T, E});
-          auto l = served("fwd", c, [&] { return ops::prepare_router_gemm_fwd(*rt_, L.dl, X.dl, W.dl, o); });
+          auto l = sweep.served("fwd", c, [&] { return ops::prepare_router_gemm_fwd(*rt_, L.dl, X.dl, W.dl, o); });
           if (!l) return;
           L.poison();
           l->launch(nullptr);
           test::expect_f32_close(L.download<float>(), lref[i], i ? "logits (f32 w)" : "logits (bf16 w)");
         });
-        each("dgrad", [&](const Candidate& c, const ops::OpOptions& o) {
+        sweep.each("dgrad", [&](const Candidate& c, const ops::OpOptions& o) {
           for (DType dt : {DType::bf16, DType::f32}) {
             Dev DX(dt, {T, H});
-            auto l = served("dgrad", c, [&] { return ops::prepare_router_gemm_dgrad(*rt_, DX.dl, G.dl, W.dl, o); });
+            auto l = sweep.served("dgrad", c, [&] { return ops::prepare_router_gemm_dgrad(*rt_, DX.dl, G.dl, W.dl, o); });
             if (!l) continue;
             DX.poison();
             l->launch(nullptr);
@@ -103,10 +83,10 @@ TEST_F(RouterGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
           }
         });
       }
-      each("wgrad", [&](const Candidate& c, const ops::OpOptions& o) {
+      sweep.each("wgrad", [&](const Candidate& c, const ops::OpOptions& o) {
         for (bool acc : {false, true}) {
           Dev DW(DType::f32, {E, H});
-          auto l = served("wgrad", c, [&] { return ops::prepare_router_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, acc, o); });
+          auto l = sweep.served("wgrad", c, [&] { return ops::prepare_router_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, acc, o); });
           if (!l) continue;
           if (acc) DW.upload(dw0);
           else DW.poison();
@@ -116,11 +96,7 @@ TEST_F(RouterGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
       });
     }
   }
-  // No route left unchecked: every candidate the device can run ran on some row.
-  for (const auto& [op, names] : ran)
-    for (const Candidate& c : rt_->registry().route("router_gemm." + op)->candidates)
-      if (hopper || c.name.find("portable") != std::string::npos) EXPECT_TRUE(names.count(c.name)) << op << " " << c.name;
-  EXPECT_EQ(ran.size(), 3u);
+  sweep.expect_all_ran({"fwd", "dgrad", "wgrad"});
 }
 
 }  // namespace
