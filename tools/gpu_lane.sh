@@ -21,10 +21,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 "$dir/tools/cakec" doctor
 
 status=0
-ctest --test-dir "$dir" -L 'gpu|multigpu' --output-on-failure 2>&1 | tee "$out/ctest_gpu.log"
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
+# Every test's own output goes to the log (-V: the passing ones too, e.g. torch_ops's host time
+# table and the bench smokes' rows); the console gets one line a test.
+ctest --test-dir "$dir" -L 'gpu|multigpu' -V >"$out/ctest_gpu.log" 2>&1 || status=1
+grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:" "$out/ctest_gpu.log"
 summary=$(grep -E "tests passed|tests failed" "$out/ctest_gpu.log" | tail -1)
-skipped=$(grep -c "Skipped" "$out/ctest_gpu.log" || true)
+skipped=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#[0-9]+:.*Skipped" "$out/ctest_gpu.log" || true)
 
 sanitizer=""
 if command -v compute-sanitizer >/dev/null; then
