@@ -31,10 +31,11 @@ skipped=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#[0-9]+:.*Skipped" "$out/ctest_gpu.lo
 sanitizer=""
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
-    # The largest cases take minutes under the sanitizers; their kernels are the ones
-    # the smaller cases run (same programs), so they are left to the plain ctest run above.
+    # The largest cases (and the ten-seed sweeps) take minutes under the sanitizers; their
+    # kernels are the ones the smaller cases run (same programs), so they are left to the
+    # plain ctest run above.
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/tests/cake_gpu_tests" \
-      --gtest_filter="${CAKE_SANITIZE_FILTER:--*T140000*:*T20000*:*T513_H4096*:*T300_H8192*}" \
+      --gtest_filter="${CAKE_SANITIZE_FILTER:--*T140000*:*T20000*:*T513_H4096*:*T300_H8192*:*Seeds*}" \
       >"$out/sanitizer_$tool.log" 2>&1
     rc=$?
     line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizer_$tool.log" | tail -1)

@@ -3,11 +3,14 @@
 # time budget, on a machine with a GPU. Each bench's whole output goes to its own log; the
 # console gets each bench's last lines. A bench that would start with under 20 s of the budget
 # left is skipped (named in the summary), so a lease's call returns with what it measured.
-#   tools/perf_lane.sh [BENCH ...]   (default: all, in the order below)
-# BENCH: rmsnorm rmsnorm_torch dense_gemm dense_torch router_gemm router_torch grouped_gemm
-#        grouped_torch jit torch_host. Uses ${CAKE_BUILD_DIR:-build-gpu} (gpu_lane.sh says how
-# to carry one); PERF_BUDGET seconds in all (default 540); logs under ${OUT:-/tmp/cake-perf-lane};
-# JIT_FILTER narrows `bench jit`'s compile rows (default ew_: every program takes minutes).
+#   tools/perf_lane.sh [BENCH ...]
+# BENCH: a family's `cakec bench <family>` by its name, `<family>_torch` for the torch script
+# beside it (tools/<family>/bench_torch.py), `jit` (`cakec bench jit`) or `torch_host` (the
+# host time table of tests/torch_ops_check.py). Default: every family's bench and torch
+# script, in `cakec bench`'s order, then jit and torch_host. Uses ${CAKE_BUILD_DIR:-build-gpu}
+# (gpu_lane.sh says how to carry one); PERF_BUDGET seconds in all (default 540); logs under
+# ${OUT:-/tmp/cake-perf-lane}; JIT_FILTER narrows `bench jit`'s compile rows (default ew_; set
+# empty for every program, which takes minutes). Exits 1 when a bench failed or was stopped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=${CAKE_BUILD_DIR:-build-gpu}
@@ -21,46 +24,62 @@ if [ -n "$src" ] && [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then
 fi
 cakec=$dir/tools/cakec
 lib=$dir/runtime/libcake.so
-export CAKE_CACHE_DIR=${CAKE_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
+if [ -z "${CAKE_CACHE_DIR:-}" ]; then  # a cold cache of the lane's own, removed at the end
+  CAKE_CACHE_DIR=$(mktemp -d)
+  trap 'rm -rf "$CAKE_CACHE_DIR"' EXIT
+fi
+export CAKE_CACHE_DIR PYTHONUNBUFFERED=1
 
+# The families with a `cakec bench` subcommand (all but jit and summarize), in its order.
+families=$("$cakec" bench --help 2>/dev/null | sed -n '/^Subcommands:/,$p' | awk 'NR > 1 && $1 != "jit" && $1 != "summarize" {print $1}')
+is_family() { grep -qx -- "$1" <<<"$families"; }
+
+# Sets cmd to bench $1's command line (an array: paths and filters stay whole words).
 command_of() {
   case $1 in
-    rmsnorm) echo "$cakec bench rmsnorm" ;;
-    rmsnorm_torch) echo "python3 tools/rmsnorm/bench_torch.py $lib" ;;
-    dense_gemm) echo "$cakec bench dense_gemm" ;;
-    dense_torch) echo "python3 tools/dense_gemm/bench_torch.py $lib" ;;
-    router_gemm) echo "$cakec bench router_gemm" ;;
-    router_torch) echo "python3 tools/router_gemm/bench_torch.py $lib" ;;
-    grouped_gemm) echo "$cakec bench grouped_gemm" ;;
-    grouped_torch) echo "python3 tools/grouped_gemm/bench_torch.py $lib" ;;
-    jit) echo "$cakec bench jit --runs 10 --filter ${JIT_FILTER:-ew_}" ;;
-    torch_host) echo "python3 tests/torch_ops_check.py python $lib" ;;  # its last table
-    *) return 1 ;;
+    jit)
+      cmd=("$cakec" bench jit --runs 10)
+      if [ -n "${JIT_FILTER-ew_}" ]; then cmd+=(--filter "${JIT_FILTER-ew_}"); fi ;;
+    torch_host) cmd=(python3 tests/torch_ops_check.py python "$lib") ;;  # its last table
+    *_torch)
+      [ -f "tools/${1%_torch}/bench_torch.py" ] || return 1
+      cmd=(python3 "tools/${1%_torch}/bench_torch.py" "$lib") ;;
+    *)
+      is_family "$1" || return 1
+      cmd=("$cakec" bench "$1") ;;
   esac
 }
 benches=("$@")
-[ ${#benches[@]} -gt 0 ] || benches=(rmsnorm rmsnorm_torch dense_gemm dense_torch router_gemm router_torch
-                                    grouped_gemm grouped_torch jit torch_host)
+if [ ${#benches[@]} -eq 0 ]; then
+  for f in $families; do
+    benches+=("$f")
+    if [ -f "tools/$f/bench_torch.py" ]; then benches+=("${f}_torch"); fi
+  done
+  benches+=(jit torch_host)
+fi
 for b in "${benches[@]}"; do
-  command_of "$b" >/dev/null || { echo "perf_lane: unknown bench '$b'"; exit 2; }
+  command_of "$b" || { echo "perf_lane: unknown bench '$b' (families: $(echo $families))"; exit 2; }
 done
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.limit --format=csv,noheader 2>/dev/null || true
 start=$(date +%s)
 summary=""
+status=0
 for b in "${benches[@]}"; do
   left=$((budget - ($(date +%s) - start)))
   if [ "$left" -lt 20 ]; then
     summary+="  $b: skipped (budget spent)"$'\n'
     continue
   fi
-  echo "=== $b ($(command_of "$b"); at most ${left} s)"
+  command_of "$b"
+  echo "=== $b (${cmd[*]}; at most ${left} s)"
   t0=$(date +%s)
-  # shellcheck disable=SC2046
-  timeout "$left" $(command_of "$b") >"$out/$b.log" 2>&1
+  timeout -k 10 "$left" "${cmd[@]}" >"$out/$b.log" 2>&1
   rc=$?
+  [ "$rc" = 0 ] || status=1
   tail -n 12 "$out/$b.log"
   summary+="  $b: rc=$rc in $(($(date +%s) - t0)) s$([ "$rc" = 124 ] && echo ' (stopped at the budget)')"$'\n'
 done
 echo "=== perf lane summary (logs in $out)"
 printf '%s' "$summary"
+exit $status
