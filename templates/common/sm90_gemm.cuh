@@ -471,6 +471,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   static_assert(kDirect == 0 || sizeof(OutT) == 4, "a BF16 tile is held whole (masked stores read it)");
   constexpr bool kOverlapEpilogue = kHeldSlices > 0 && !(kCompact && kOp == kOpWgrad);
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(kOp == kOpFwd || (kBN / 64) % kCluster == 0, "each CTA of a cluster loads whole 64-column B sub-tiles");
   constexpr int kTransA = kOp == kOpWgrad ? 1 : 0;  // A is MN-major
   constexpr int kTransB = kOp == kOpFwd ? 0 : 1;    // B is MN-major
   constexpr unsigned kABytes = kBM * 128, kBBytes = kBN * 128;
