@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "driver.hpp"
 #include "error.hpp"
@@ -33,14 +34,16 @@ class RouteSweep {
       run(c, o);
     }
   }
-  // The forced candidate's launch, recorded as run; none where it refuses the call (its
-  // window or dtypes are not the call's, or the device has no build of it).
+  // The forced candidate's launch, recorded as run; none where the planner refuses it for the
+  // call (its window or dtypes are not the call's, or the device has no build of it). Any
+  // other error (binding, memory, a compile) fails the test.
   std::optional<Launch> served(const std::string& op, const Candidate& c, const std::function<Launch()>& prepare) {
     try {
       Launch l = prepare();
       ran_[op].insert(c.name);
       return l;
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      if (std::string_view(e.what()).rfind("no route for ", 0) != 0) ADD_FAILURE() << c.name << ": " << e.what();
       return std::nullopt;
     }
   }

@@ -324,7 +324,10 @@ TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
       };
       Dev Y(DType::bf16, shape(T, N)), DX(DType::bf16, shape(T, K)), DW(DType::f32, shape(K, N));
       Y.poison(), DX.poison(), DW.poison();
-      ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, wv, opt("fwd_kn_portable_128x128")).launch(nullptr);
+      const Launch fwd = ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, wv, opt("fwd_kn_portable_128x128"));
+      if (!forced && Driver::instance().device(0).arch == *Arch::parse("sm_90a"))
+        EXPECT_EQ(fwd.plan()->route, N <= 64 ? "fwd_kn_sm90_128x64" : "fwd_kn_sm90_128x128");
+      fwd.launch(nullptr);
       ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, wv, opt("dgrad_kn_portable_128x128")).launch(nullptr);
       DLTensor dwv = DW.dl;
       dwv.shape = nk.data(), dwv.strides = st.data();

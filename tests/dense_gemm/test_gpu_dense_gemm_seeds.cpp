@@ -18,8 +18,9 @@ using test::widen;
 struct Row {
   int64_t t, n, k;
 };
-// Narrow and wide fwd tiles, masked row blocks, T past two reduce parts, K not a tile multiple.
-const Row kRows[] = {{4097, 64, 1024}, {2000, 136, 520}, {3000, 128, 264}};
+// Narrow and wide fwd tiles (N 72: a partial 128-column tile), masked row blocks, T past two
+// reduce parts, K not a tile multiple, few tiles (fwd's tail split over K at T 2048).
+const Row kRows[] = {{4097, 64, 1024}, {2000, 136, 520}, {3000, 128, 264}, {2048, 72, 2048}};
 constexpr int kSeeds = 10;
 
 // FP64 references of one seed: y = x w^T, dx = dy w, dw = dy^T x.
@@ -63,7 +64,8 @@ void expect_bf16_sum_close(const std::vector<uint16_t>& got, const std::vector<u
 using DenseGemmSeeds = test::RuntimeTest<>;
 
 TEST_F(DenseGemmSeeds, EveryRouteMeetsFp64OnTenSeeds) {
-  // The [N, K] weight's candidates (the [K, N] ones run the same programs, tested apart).
+  // The [N, K] weight's candidates. The [K, N] ones run the other row op's kernels (fwd's
+  // narrow tiles: dgrad's programs): WeightStoredKNMatchesFp64 and the stand-in test run them.
   test::RouteSweep sweep(*rt_, "dense_gemm", [](const Candidate& c) { return c.name.find("_kn") == std::string::npos; });
   for (const Row& r : kRows) {
     const int64_t T = r.t, N = r.n, K = r.k;
