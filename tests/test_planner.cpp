@@ -124,6 +124,19 @@ TEST_F(PlannerTest, SmCountDimsDivisibilityParity) {
   EXPECT_EQ(r.plan->route, "odd_k");
 }
 
+// A problem without dims the windows ask about: the error names every one of them (each
+// rejection names only the first its window checks), but none the problem has.
+TEST_F(PlannerTest, NoRouteNamesTheDimsTheProblemLacks) {
+  Problem p = problem(4096, 256, 1024);
+  p.dims = {{"e", 8}, {"m", 4096}};
+  auto r = planner().plan(p, Device{*Arch::parse("sm_90a"), 64});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("every candidate was passed over (the problem has no dim k, n)"), std::string::npos) << r.error;
+  r = planner().plan(problem(4096, 256, 1024), Device{*Arch::parse("sm_90a"), 64});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.find("has no dim"), std::string::npos) << r.error;
+}
+
 TEST_F(PlannerTest, UnavailableStageIsPassedOverWithItsReason) {
   unavailable_ = {"fast"};
   auto r = planner().plan(problem(4096, 256, 1025), hopper_);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace cake {
@@ -242,6 +243,23 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
   result.error = "no route for " + problem.describe() +
                  (problem.candidate.empty() ? ": every candidate was passed over"
                                             : ": the candidate asked for cannot serve it");
+  // Dims the windows ask about that the problem lacks (a hand-written problem, as `cakec plan`
+  // takes, that left one out): name them, since each rejection names only the first.
+  std::set<std::string> missing;
+  for (const auto& c : route->candidates) {
+    if (!problem.candidate.empty() && c.name != problem.candidate) continue;
+    for (const auto& [name, range] : c.window.dims)
+      if (!problem.dims.count(name)) missing.insert(name);
+    for (const auto& [name, div] : c.window.divisible)
+      if (!problem.dims.count(name)) missing.insert(name);
+    for (const auto& [name, parity] : c.window.parity)
+      if (!problem.dims.count(name)) missing.insert(name);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    result.error += " (the problem has no dim " + list + ")";
+  }
   return result;
 }
 
