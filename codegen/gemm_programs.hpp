@@ -93,6 +93,16 @@ inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, con
   return p;
 }
 
+// An sm90 program and, listed before it, its compact stand-in, which serves a first call while
+// the program compiles (same bits; docs/decisions.md, stand-ins).
+inline void add_sm90_with_stand_in(std::vector<ProgramSpec>& programs, const std::string& prefix, const GemmOp& op,
+                                   const Sm90Tile& t, const std::string& out, bool acc) {
+  ProgramSpec full = sm90_program(prefix, op, t, out, acc);
+  programs.push_back(sm90_program(prefix, op, t, out, acc, true));
+  full.stand_in = programs.back().name;
+  programs.push_back(std::move(full));
+}
+
 // wgrad accumulating into FP32 with T's rows split into groups whose tiles all reduce-add into
 // dw (the kernel's kReduceGroups; gemm_contract.h reduce_parts): the non-deterministic split.
 // Dynamic schedule, no tail split (the binder sets the groups).

@@ -95,24 +95,13 @@ FamilySpec family_spec_dense_gemm() {
   for (const OpSpec& op : kOps) {
     // Each op's programs (its kernel op's, for every out kind), listed once.
     for (const auto& [out, acc] : out_kinds(op)) {
-      ProgramSpec hp = sm90_program("dense", op, sm90, out, acc);
-      // The compact stand-in serves a first call while the full program compiles (same bits).
-      const ProgramSpec compact = sm90_program("dense", op, sm90, out, acc, true);
-      hp.stand_in = compact.name;
-      f.programs.push_back(compact);
-      f.programs.push_back(hp);
+      add_sm90_with_stand_in(f.programs, "dense", op, sm90, out, acc);
       f.programs.push_back(portable_program("dense", op, portable, out, acc));
     }
     if (op.index == gemm::kOpWgrad) f.programs.push_back(sm90_reduce_program("dense", sm90));
     // fwd's narrow tiles, for its own kernel and (a [K, N] weight) dgrad's.
     if (op.index != gemm::kOpWgrad)
-      for (const NarrowTile& narrow : kNarrowFwd) {
-        ProgramSpec p = sm90_program("dense", op, narrow.tile, "bf16", false);
-        const ProgramSpec compact = sm90_program("dense", op, narrow.tile, "bf16", false, true);
-        p.stand_in = compact.name;
-        f.programs.push_back(compact);
-        f.programs.push_back(p);
-      }
+      for (const NarrowTile& narrow : kNarrowFwd) add_sm90_with_stand_in(f.programs, "dense", op, narrow.tile, "bf16", false);
     // An f32 y (logits, say): the portable kernel writes f32 for any op, the sm90 one only for
     // wgrad, so fwd in f32 runs the portable program on every arch. dgrad's program serves it
     // for a [K, N] weight.

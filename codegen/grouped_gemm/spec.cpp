@@ -49,15 +49,12 @@ FamilySpec family_spec_grouped_gemm() {
   for (const OpSpec& op : kOps) {
     json candidates = json::array();
     for (const auto& [out, acc] : out_kinds(op)) {
-      ProgramSpec hp = sm90_program("gg", op, sm90, out, acc);
+      const ProgramSpec hp = sm90_program("gg", op, sm90, out, acc);
       const ProgramSpec pp = portable_program("gg", op, portable, out, acc);
       // A cold compile of an sm90 program takes about 1 s on a slow host CPU; its compact
       // stand-in (the epilogue k blocks rolled, for wgrad the epilogue not overlapped; same
       // bits) compiles faster and serves a first call meanwhile (docs/decisions.md, stand-ins).
-      const ProgramSpec compact = sm90_program("gg", op, sm90, out, acc, true);
-      hp.stand_in = compact.name;
-      f.programs.push_back(compact);
-      f.programs.push_back(hp);
+      add_sm90_with_stand_in(f.programs, "gg", op, sm90, out, acc);
       f.programs.push_back(pp);
       // wgrad names carry the out dtype (and accumulate); fwd and dgrad have one.
       std::string prefix = std::string(op.name) + (op.index == gemm::kOpWgrad ? (acc ? "_acc_" : "_") + out : "") +

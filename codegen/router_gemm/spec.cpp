@@ -72,16 +72,8 @@ FamilySpec family_spec_router_gemm() {
   // parts accumulating; dgrad bf16 (sm90 and portable) or f32 dx (portable); wgrad f32.
   f.programs.push_back(portable_program("router", kFwd, portable, "f32", false));
   f.programs.push_back(portable_program("router", kFwd, portable, "f32", true));
-  for (const bool compact : {true, false}) {
-    ProgramSpec d = sm90_program("router", kDgrad, sm90, "bf16", false, compact);
-    ProgramSpec w = sm90_program("router", kWgrad, sm90, "f32", false, compact);
-    if (!compact) {
-      d.stand_in = sm90_program("router", kDgrad, sm90, "bf16", false, true).name;
-      w.stand_in = sm90_program("router", kWgrad, sm90, "f32", false, true).name;
-    }
-    f.programs.push_back(d);
-    f.programs.push_back(w);
-  }
+  add_sm90_with_stand_in(f.programs, "router", kDgrad, sm90, "bf16", false);
+  add_sm90_with_stand_in(f.programs, "router", kWgrad, sm90, "f32", false);
   f.programs.push_back(portable_program("router", kDgrad, portable, "bf16", false));
   f.programs.push_back(portable_program("router", kDgrad, portable, "f32", false));
   f.programs.push_back(portable_program("router", kWgrad, portable, "f32", false));
