@@ -1,7 +1,7 @@
 // cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, wgrad
 // accumulating into f32, the same with deterministic = false, and a training step's backward:
-// dgrad then the accumulating wgrad) against cublasGemmEx (default algorithm, FP32 compute, same dtypes; beta = 1 for the
-// accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for each GEMM, each timed
+// dgrad then the accumulating wgrad) against cublasGemmEx (default algorithm, FP32 compute,
+// same dtypes; beta = 1 for the accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for each GEMM, each timed
 // first) in one process. Each contender's call is replayed from a CUDA graph (as a training
 // step's graph runs it; --no-graph launches it), with CUDA events around it and L2 flushed
 // before it, the contenders in turn rep by rep; VS_BEST is the median over reps of the faster
@@ -11,7 +11,6 @@
 // where the two differ (--no-check skips), each GEMM of a step on its own.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 
 #include "bench_util.hpp"
@@ -213,7 +212,7 @@ class Bench {
     }
     const bool cake_ok = cake_right == sampled;
     if (!cake_ok) failed_ = true;
-    const size_t first = off.empty() ? 0 : off[0];
+    const size_t first = off[0];
     std::snprintf(buf, sizeof(buf),
                   "%s %.1e (%zu elements differ from cuBLAS; FP64 agrees with cake at %zu, cuBLAS at %zu of %zu "
                   "sampled; first [%lld, %lld]: %g, cuBLAS %g, FP64 %g)",
