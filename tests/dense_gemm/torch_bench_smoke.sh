@@ -6,11 +6,8 @@
 set -uo pipefail
 lib=$1
 script=$2/tools/dense_gemm/bench_torch.py
-if ! python3 -c "import sys, torch, triton; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-  echo "SKIP: python3 has no torch (with triton) that sees a GPU"
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../torch_smoke_common.sh"
+skip_without_torch_gpu triton
 out=$(python3 "$script" "$lib" 512,32,1000 256,136,4097 2>&1) || fail "rc $?"$'\n'"$out"
 echo "$out"
 grep -q "FAIL" <<<"$out" && fail "a row disagrees with torch"

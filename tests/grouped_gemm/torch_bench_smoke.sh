@@ -6,11 +6,8 @@
 set -uo pipefail
 lib=$1
 script=$2/tools/grouped_gemm/bench_torch.py
-if ! python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-  echo "SKIP: python3 has no torch that sees a GPU"
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../torch_smoke_common.sh"
+skip_without_torch_gpu
 rows=(--shape down --m 4096 --e 2 --dist balanced --op fwd wgrad_acc)
 
 out=$(python3 "$script" "$lib" "${rows[@]}" --reps 2 2>&1) || fail "in turn: rc $?"$'\n'"$out"

@@ -6,11 +6,8 @@
 set -uo pipefail
 lib=$1
 script=$2/tools/router_gemm/bench_torch.py
-if ! python3 -c "import sys, torch, triton; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-  echo "SKIP: python3 has no torch (with triton) that sees a GPU"
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../torch_smoke_common.sh"
+skip_without_torch_gpu triton
 out=$(python3 "$script" "$lib" 64,512,1000 136,256,4097 2>&1) || fail "rc $?"$'\n'"$out"
 echo "$out"
 grep -q "FAIL" <<<"$out" && fail "a row misses the FP32 budget"
