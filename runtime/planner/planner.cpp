@@ -48,9 +48,11 @@ std::optional<Rejection> scratch_layout(const Candidate& c, const Problem& probl
         else bytes *= chunks;
       }
     }
-    const int64_t padded = total + (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
-    if (missing || bytes > INT64_MAX / 2 || padded < total)
+    // Checked before the sums, which would overflow past INT64_MAX.
+    if (missing || bytes > INT64_MAX / 2 ||
+        (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign > INT64_MAX - total)
       return Rejection{c.name, "dim", "scratch size cannot be computed from the dims"};
+    const int64_t padded = total + (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
     offsets.push_back(total);
     total = offsets.size() == c.scratch.buffers.size() ? total + bytes : padded;
   }
