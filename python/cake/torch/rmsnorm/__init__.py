@@ -13,6 +13,8 @@ __all__ = ["rms_norm"]
 
 def _rows(t):
     """[..., H] as [T, H] rows the kernels take (row stride a multiple of 8, unit inner stride)."""
+    if t.is_contiguous():  # the common case, without the stride checks' cost
+        return t.view(-1, t.shape[-1])
     rows = t.reshape(-1, t.shape[-1])
     ok = rows.stride(-1) == 1 and rows.stride(0) >= rows.shape[1] and rows.stride(0) % 8 == 0
     return rows if ok else rows.contiguous()
