@@ -225,9 +225,9 @@ TEST(Cli, PlanPrintsTheFamilysNotes) {
                                      " --dim k=4096 --dim b=1 --dim kn=0 --dtype dw=f32 --accumulate";
   auto det = run(wgrad);
   ASSERT_EQ(det.code, 0) << det.out;
-  EXPECT_NE(det.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x256  (accumulate fused, deterministic"),
+  EXPECT_NE(det.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x128  (accumulate fused, deterministic"),
             std::string::npos) << det.out;
-  EXPECT_NE(det.out.find("note: tail split: the last 16 tiles run as 3 parts each"), std::string::npos) << det.out;
+  EXPECT_NE(det.out.find("note: tail split: the last 32 tiles run as 4 parts each"), std::string::npos) << det.out;
   auto nondet = run(wgrad + " --nondeterministic");
   ASSERT_EQ(nondet.code, 0) << nondet.out;
   EXPECT_NE(nondet.out.find("chosen:  wgrad_acc_f32_reduce_sm90_128x256  (accumulate fused, non-deterministic"),

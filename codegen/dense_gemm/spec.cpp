@@ -84,6 +84,18 @@ struct NarrowTile {
 };
 const NarrowTile kNarrowFwd[] = {{{128, 64, 8}, 64}, {{128, 128, 6}, 128}};
 
+// wgrad's narrow tile: a skinny dw (N <= 128) has N rows, so the 128 x 256 tile gives K / 256
+// tiles (16 at K = 4096), which split into at most kMaxSplitParts parts still leave half the
+// SMs idle. 128 columns double the tiles; a [K, N] dw (its rows are K) computes no columns
+// past N. Every wgrad route of such a dw takes it, composed ones too, so that they agree bitwise.
+const NarrowTile kNarrowWgrad = {{128, 128, 6}, 128};
+
+// `w` narrowed to N <= max_n (0: any N).
+json narrow_window(json w, int64_t max_n) {
+  if (max_n > 0) w["dims"]["n"] = {8, max_n};
+  return w;
+}
+
 }  // namespace
 
 FamilySpec family_spec_dense_gemm() {
@@ -96,6 +108,7 @@ FamilySpec family_spec_dense_gemm() {
     // Each op's programs (its kernel op's, for every out kind), listed once.
     for (const auto& [out, acc] : out_kinds(op)) {
       add_sm90_with_stand_in(f.programs, "dense", op, sm90, out, acc);
+      if (op.index == gemm::kOpWgrad) add_sm90_with_stand_in(f.programs, "dense", op, kNarrowWgrad.tile, out, acc);
       f.programs.push_back(portable_program("dense", op, portable, out, acc));
     }
     if (op.index == gemm::kOpWgrad) f.programs.push_back(sm90_reduce_program("dense", sm90));
@@ -115,12 +128,10 @@ FamilySpec family_spec_dense_gemm() {
         const std::string prefix = route_prefix(op, layout, out, acc);
         if (op.index == gemm::kOpFwd)
           for (const NarrowTile& narrow : kNarrowFwd) {
-            json w = window(op, layout, "sm_90a", out);
-            w["dims"]["n"] = {8, narrow.max_n};
             candidates.push_back(
                 {{"name", prefix + "_sm90_" + narrow.tile.tag()},
                  {"stages", {gemm_stage(sm90_program("dense", kernel, narrow.tile, out, acc).name, kernel, op.out)}},
-                 {"window", w},
+                 {"window", narrow_window(window(op, layout, "sm_90a", out), narrow.max_n)},
                  {"note", "N <= " + std::to_string(narrow.max_n) + ": a " + std::to_string(narrow.tile.bn) +
                               "-column tile computes no columns past N" +
                               (layout.kn ? " ([K, N] weight: the dgrad kernel)" : "")}});
@@ -139,6 +150,16 @@ FamilySpec family_spec_dense_gemm() {
         }
         if (acc) hopper["accumulate"] = "fused", port["accumulate"] = "fused";
         if (acc) candidates.push_back(reduce_candidate(op, layout, kernel, sm90));
+        if (op.index == gemm::kOpWgrad) {
+          const Sm90Tile& t = kNarrowWgrad.tile;
+          json narrow = hopper;
+          narrow["name"] = prefix + "_sm90_" + t.tag();
+          narrow["stages"] = {gemm_stage(sm90_program("dense", kernel, t, out, acc).name, kernel, op.out)};
+          narrow["window"] = narrow_window(window(op, layout, "sm_90a", out), kNarrowWgrad.max_n);
+          narrow["note"] = "N <= " + std::to_string(kNarrowWgrad.max_n) + ": " + std::to_string(t.bn) +
+                           "-column tiles, twice as many for the SMs" + (layout.kn ? " ([K, N] dw)" : "");
+          candidates.push_back(narrow);
+        }
         candidates.push_back(hopper);
         candidates.push_back(port);
       }
@@ -155,15 +176,19 @@ FamilySpec family_spec_dense_gemm() {
       // accumulates only composed (dW rounded to bf16 first, as every route must agree).
       for (const std::string out : {"f32", "bf16"}) {
         const std::string add = out == "bf16" ? "ew_add_bf16_v8" : "ew_add_f32_v4";
-        for (const auto& [tag, prog, arch] :
-             {std::tuple{"sm90", sm90_program("dense", kernel, sm90, out, false).name, "sm_90a"},
-              std::tuple{"portable", portable_program("dense", kernel, portable, out, false).name, "sm_80+"}}) {
+        const Sm90Tile& narrow = kNarrowWgrad.tile;
+        for (const auto& [tag, prog, arch, max_n] :
+             {std::tuple{"sm90_" + narrow.tag(), sm90_program("dense", kernel, narrow, out, false).name, "sm_90a",
+                         kNarrowWgrad.max_n},
+              std::tuple{std::string("sm90"), sm90_program("dense", kernel, sm90, out, false).name, "sm_90a", int64_t{0}},
+              std::tuple{std::string("portable"), portable_program("dense", kernel, portable, out, false).name,
+                         "sm_80+", int64_t{0}}}) {
           candidates.push_back(
               {{"name", "wgrad_acc_" + out + "_composed" + layout.tag + "_" + tag},
                {"stages",
                 {gemm_stage(prog, kernel, "scratch"),
                  {{"program", add}, {"bind", {{"out", "dw"}, {"a", "dw"}, {"b", "scratch"}}}}}},
-               {"window", window(op, layout, arch, out)},
+               {"window", narrow_window(window(op, layout, arch, out), max_n)},
                {"accumulate", "composed"},
                {"scratch", {{"dims", {"b", "n", "k"}}, {"dtype_of", "dw"}}},
                {"note", out == "bf16" ? "bf16 accumulates composed only: dW is rounded to bf16, then added"

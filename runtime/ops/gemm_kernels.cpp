@@ -264,18 +264,19 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
   std::vector<std::string> notes{waves};
   if (tiles > INT_MAX) return notes;
   gemm::TailSplit split;
+  const int min_rows = gemm::min_split_part_rows(int(bm), int(bn));
   std::string none;
   if (wgrad && groups > gemm::kMaxSortedGroups) {
     none = "over " + std::to_string(gemm::kMaxSortedGroups) + " groups";
   } else {
-    split = wgrad ? gemm::even_wgrad_split(device_sms, int(tiles), int(rows))
+    split = wgrad ? gemm::even_wgrad_split(device_sms, int(tiles), int(rows), min_rows)
                   : gemm::row_op_split(device_sms, int(tiles), int(cdiv(red, 64)));
     if (split.parts <= 1)
       none = tiles % device_sms == 0 ? "the tiles fill whole waves"
              : !wgrad && tiles >= gemm::kRowOpSplitWaves * device_sms
                  ? std::to_string(gemm::kRowOpSplitWaves) + " waves or more: the tail is a small share"
                  : "no split into parts of at least " +
-                       (wgrad ? std::to_string(gemm::kMinSplitPartRows) + " rows"
+                       (wgrad ? std::to_string(min_rows) + " rows"
                               : std::to_string(gemm::kRowOpSplitBlocks * 64) + " reduction elements") +
                        " shortens the tail";
   }

@@ -74,20 +74,26 @@ CAKE_HOST_DEVICE constexpr TailSplit split_last(int ctas, int work, int most) {
   return {best, r};
 }
 
-// A wgrad part's rows, at least: passing a 128 KB sum on costs a part about as much as a
-// tile's idle tail saves until parts are about this long (docs/decisions.md: shorter parts
-// ran slower than no split on the H200).
+// A wgrad part's rows, at least, for tiles of bm x bn: passing the 128 KB sum of a 128 x 256
+// tile on costs a part about as much as a tile's idle tail saves until parts are about 4096
+// rows long (docs/decisions.md: shorter parts ran slower than no split on the H200); a
+// smaller tile passes a smaller sum on, so its parts may be shorter, in proportion (128 x 128:
+// 2048 rows; 1024 measured slower at T = 4097, its three passes in a chain costing more than
+// the SMs they fill gain; docs/decisions.md).
 constexpr int kMinSplitPartRows = 4096;
+CAKE_HOST_DEVICE constexpr int min_split_part_rows(int bm, int bn) {
+  return kMinSplitPartRows * (bm * bn / 64) / (128 * 256 / 64);
+}
 
 // wgrad walks its groups largest first when it has at most this many (the order table's room
 // in shared memory); it splits its tail only then.
 constexpr int kMaxSortedGroups = 256;
 
 // wgrad over groups of one size (`rows` each; tiles as long as their group): the last wave
-// splits into parts of at least kMinSplitPartRows rows.
-CAKE_HOST_DEVICE constexpr TailSplit even_wgrad_split(int ctas, int work, int rows) {
-  if (ctas <= 0 || ctas > kMaxSplitSlots) return {};
-  return split_last(ctas, work, rows / kMinSplitPartRows);
+// splits into parts of at least `min_rows` rows (min_split_part_rows of the tile).
+CAKE_HOST_DEVICE constexpr TailSplit even_wgrad_split(int ctas, int work, int rows, int min_rows) {
+  if (ctas <= 0 || ctas > kMaxSplitSlots || min_rows <= 0) return {};
+  return split_last(ctas, work, rows / min_rows);
 }
 
 // fwd and dgrad: every tile runs over all of K (N), so the SMs run in step, and a launch of a

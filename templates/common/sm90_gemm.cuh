@@ -383,7 +383,7 @@ struct Scheduler {
   // step: the last (work mod ctas) tiles split, into the parts that best fill the last wave.
   // With uneven groups the SMs' last tiles start at scattered times, so the last ctas tiles
   // (of the smallest group, walked last) split in two, when a launch has under 16 waves of
-  // tiles (more: the scatter is a small share). Parts have kMinSplitPartRows rows or more, so
+  // tiles (more: the scatter is a small share). Parts have min_split_part_rows or more, so
   // short groups never split. `ctas` is the device's SM count (not the grid's), so a capped
   // grid computes the same bits. After sort_groups (empty groups last).
   __device__ void plan_split(int ctas) {
@@ -399,13 +399,13 @@ struct Scheduler {
     }
     const int per_group = units_m_fixed * tiles_n, work = work_groups * per_group;
     if (max_rows - min_rows > min_rows / 8) {  // uneven (docs/decisions.md)
-      if (work >= 16 * ctas || min_rows < 2 * kMinSplitPartRows) return;
+      if (work >= 16 * ctas || min_rows < 2 * min_split_part_rows(kBM, kBN)) return;
       const int last = per_group < ctas ? per_group : ctas;
       parts = 2, split_tiles = last, split_first = work - last;
       total += last;
       return;
     }
-    apply(even_wgrad_split(ctas, work, min_rows), work);
+    apply(even_wgrad_split(ctas, work, min_rows, min_split_part_rows(kBM, kBN)), work);
   }
 
   // fwd and dgrad (gemm_contract.h, row_op_split).
@@ -584,11 +584,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
           mbar_wait(empty_bar + 8 * stage, phase ^ 1);
           const unsigned bar = full_bar + 8 * stage;
           const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
-          mbar_expect_tx(bar, kABytes + kBBytes);  // own A, all of B (a 1/kCluster share from each CTA)
           if constexpr (kOp == kOpWgrad) {
+            // A 64-row sub-tile wholly past C's rows (a dw of N <= 64) is not loaded: its rows
+            // are never stored, and an out-of-range box costs the TMA about a real one's time.
+            // (A row block wholly past C's end, a cluster's second CTA: no A at all.)
+            const int past = c_rows > mrow ? (c_rows - mrow + 63) / 64 : 0;
+            const int a_subs = past < kBM / 64 ? past : kBM / 64;
+            mbar_expect_tx(bar, a_subs * 8192 + kBBytes);
 #pragma unroll
-            for (int j = 0; j < kBM / 64; ++j) tma_load_2d(sa + j * 8192, &tma_a, bar, mrow + 64 * j, tile.row0 + kb * 64);
+            for (int j = 0; j < kBM / 64; ++j)
+              if (j < a_subs) tma_load_2d(sa + j * 8192, &tma_a, bar, mrow + 64 * j, tile.row0 + kb * 64);
           } else {
+            mbar_expect_tx(bar, kABytes + kBBytes);  // own A, all of B (a 1/kCluster share from each CTA)
             tma_load_2d(sa, &tma_a, bar, kb * 64, tile.row0 + mrow);
           }
           if constexpr (kOp == kOpFwd) {  // K-major B: rows [rank * kBN / kCluster, ...) of the tile

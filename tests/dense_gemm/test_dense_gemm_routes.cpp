@@ -56,7 +56,7 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
   for (std::string op : {"dgrad", "wgrad"}) {
     auto r = plan(problem(op, 64), hopper_);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(r.plan->route, op == "dgrad" ? "dgrad_sm90_128x256" : "wgrad_bf16_sm90_128x256");
+    EXPECT_EQ(r.plan->route, op == "dgrad" ? "dgrad_sm90_128x256" : "wgrad_bf16_sm90_128x128");
     EXPECT_EQ(r.plan->stages[0].program->templ, "sm90_gemm.cuh");
     r = plan(problem(op, 64), ampere_);
     ASSERT_TRUE(r.ok()) << r.error;
@@ -64,23 +64,30 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
     EXPECT_EQ(r.plan->stages[0].program->templ, "smxx_gemm.cuh");
     EXPECT_EQ(r.plan->stages[0].build->arch.str(), "sm_80");
   }
-  // The sm90 wgrad programs carry the tail split's counters and workspace.
-  auto r = plan(problem("wgrad", 32, "f32"), hopper_);
-  ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan->stages[0].program->params.at("counters"), gemm::kCounterInts);
-  EXPECT_EQ(r.plan->stages[0].program->params.at("workspace_per_sm"), 128 * 256 * 4);
+  // wgrad's tile: 128 columns for N <= 128 (twice the tiles of a skinny dw), 256 above. The
+  // sm90 wgrad programs carry the tail split's counters and workspace.
+  for (const auto& [n, bn] : {std::pair{8, 128}, {32, 128}, {128, 128}, {136, 256}, {1024, 256}}) {
+    auto r = plan(problem("wgrad", n, "f32"), hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, "wgrad_f32_sm90_128x" + std::to_string(bn)) << n;
+    EXPECT_EQ(r.plan->stages[0].program->params.at("counters"), gemm::kCounterInts);
+    EXPECT_EQ(r.plan->stages[0].program->params.at("workspace_per_sm"), 128 * bn * 4);
+  }
 }
 
 TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   auto r = plan(problem("wgrad", 64, "f32", true), hopper_);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_sm90_128x128");
   EXPECT_EQ(r.plan->accumulate, Accumulate::fused);
   r = plan(problem("wgrad", 64, "bf16", true, 1000, 4096, 3), hopper_);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan->route, "wgrad_acc_bf16_composed_sm90");
+  EXPECT_EQ(r.plan->route, "wgrad_acc_bf16_composed_sm90_128x128");
   EXPECT_EQ(r.plan->accumulate, Accumulate::composed);
   EXPECT_EQ(r.plan->scratch_bytes, 3 * 64 * 4096 * 2);  // [B, N, K] bf16
+  r = plan(problem("wgrad", 256, "bf16", true), hopper_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->route, "wgrad_acc_bf16_composed_sm90");
   r = plan(problem("wgrad", 64, "f32", true), ampere_);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_portable_128x128");
@@ -107,7 +114,7 @@ TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {
   const std::map<std::string, std::pair<std::string, std::string>> want = {
       {"fwd", {"fwd_kn_sm90_128x64", "dense_sm90_dgrad_128x64_s8_r16_c1"}},
       {"dgrad", {"dgrad_kn_sm90_128x256", "dense_sm90_fwd_128x256_s4_r16_c1"}},
-      {"wgrad", {"wgrad_bf16_kn_sm90_128x256", "dense_sm90_wgrad_bf16_128x256_s4_r16_c1"}}};
+      {"wgrad", {"wgrad_bf16_kn_sm90_128x128", "dense_sm90_wgrad_bf16_128x128_s6_r16_c1"}}};
   for (const auto& [op, route] : want) {
     Problem p = problem(op, 64);
     p.dims["kn"] = 1;
@@ -123,13 +130,13 @@ TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {
   p.dims["kn"] = 1;
   auto r = plan(p, hopper_);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_kn_sm90_128x256");
+  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_kn_sm90_128x128");
   EXPECT_EQ(r.plan->stages[0].bind.at("a"), "x");
   EXPECT_EQ(r.plan->stages[0].bind.at("b"), "dy");
-  // The notes count the kernel's tiles: dw [K, N] = [4096, 64] is 32 x 1 tiles of 128 x 256.
+  // The notes count the kernel's tiles: dw [K, N] = [4096, 64] is 32 x 1 tiles of 128 x 128.
   std::string all;
   for (const auto& line : ops::plan_notes(p, *r.plan, hopper_)) all += line + "\n";
-  EXPECT_NE(all.find("32 tiles of 128 x 256"), std::string::npos) << all;
+  EXPECT_NE(all.find("32 tiles of 128 x 128"), std::string::npos) << all;
 }
 
 // The only non-deterministic dense_gemm candidates are the reduce splits of the f32
@@ -155,16 +162,16 @@ TEST_F(DenseGemmRoutes, NonDeterministicOnlyWhenAskedAndInItsWindow) {
     return r.plan->route;
   };
   Problem p = problem("wgrad", 64, "f32", true);
-  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_sm90_128x128");
   EXPECT_EQ(route_of(p, false, hopper_), "wgrad_acc_f32_reduce_sm90_128x256");
   p.dims["kn"] = 1;
-  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_kn_sm90_128x256");
+  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_kn_sm90_128x128");
   EXPECT_EQ(route_of(p, false, hopper_), "wgrad_acc_f32_reduce_kn_sm90_128x256");
-  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", true, 2047), false, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", true, 2047), false, hopper_), "wgrad_acc_f32_fused_sm90_128x128");
   EXPECT_EQ(route_of(problem("wgrad", 512, "f32", true), false, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
   EXPECT_EQ(route_of(problem("wgrad", 64, "f32", true, 16173, 4096, 2), false, hopper_),
-            "wgrad_acc_f32_fused_sm90_128x256");
-  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", false), false, hopper_), "wgrad_f32_sm90_128x256");
+            "wgrad_acc_f32_fused_sm90_128x128");
+  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", false), false, hopper_), "wgrad_f32_sm90_128x128");
   EXPECT_EQ(route_of(p, false, ampere_), "wgrad_acc_f32_fused_kn_portable_128x128");
 }
 
@@ -198,14 +205,23 @@ TEST_F(DenseGemmRoutes, PlanNotesSayTheTailSplitAndWhy) {
     for (const auto& line : ops::plan_notes(p, *r.plan, hopper_)) all += line + "\n";
     return all;
   };
-  std::string s = notes("wgrad", 16173, 64);
-  EXPECT_NE(s.find("16 tiles of 128 x 256 on 132 SMs (0.12 waves), each over 16173 rows"), std::string::npos) << s;
-  EXPECT_NE(s.find("the last 16 tiles run as 3 parts each"), std::string::npos) << s;  // 16173 / 4096 rows
-  EXPECT_EQ(gemm::even_wgrad_split(132, 16, 16173).parts, 3);
-  s = notes("wgrad", 131072, 64);
-  EXPECT_NE(s.find("run as 4 parts"), std::string::npos) << s;  // kMaxSplitParts
-  s = notes("wgrad", 4097, 64);
+  // N 256: 2 x 16 tiles of 128 x 256, parts of at least 4096 rows.
+  std::string s = notes("wgrad", 16173, 256);
+  EXPECT_NE(s.find("32 tiles of 128 x 256 on 132 SMs (0.24 waves), each over 16173 rows"), std::string::npos) << s;
+  EXPECT_NE(s.find("the last 32 tiles run as 3 parts each"), std::string::npos) << s;  // 16173 / 4096 rows
+  EXPECT_EQ(gemm::even_wgrad_split(132, 32, 16173, gemm::min_split_part_rows(128, 256)).parts, 3);
+  s = notes("wgrad", 4097, 256);
   EXPECT_NE(s.find("tail split: none (no split into parts of at least 4096 rows shortens the tail)"), std::string::npos)
+      << s;
+  // N 64: 32 tiles of 128 x 128, whose half-size sums pass on in parts of 2048 rows or more.
+  EXPECT_EQ(gemm::min_split_part_rows(128, 128), 2048);
+  s = notes("wgrad", 16173, 64);
+  EXPECT_NE(s.find("32 tiles of 128 x 128 on 132 SMs (0.24 waves), each over 16173 rows"), std::string::npos) << s;
+  EXPECT_NE(s.find("the last 32 tiles run as 4 parts each"), std::string::npos) << s;  // kMaxSplitParts
+  s = notes("wgrad", 4097, 64);
+  EXPECT_NE(s.find("the last 32 tiles run as 2 parts each"), std::string::npos) << s;
+  s = notes("wgrad", 4000, 64);
+  EXPECT_NE(s.find("tail split: none (no split into parts of at least 2048 rows shortens the tail)"), std::string::npos)
       << s;
   s = notes("wgrad", 8192, 64, 300);
   EXPECT_NE(s.find("tail split: none (over 256 groups)"), std::string::npos) << s;

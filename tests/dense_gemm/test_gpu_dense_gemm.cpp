@@ -190,7 +190,7 @@ TEST_P(DenseGemm, MatchesFp64) {
   const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
   check_acc_f32("accumulate f32 composed",
                 std::get<1>(GetParam()) ? portable("wgrad_acc_f32_composed")
-                : hopper                ? "wgrad_acc_f32_composed_sm90"
+                : hopper                ? (N <= 128 ? "wgrad_acc_f32_composed_sm90_128x128" : "wgrad_acc_f32_composed_sm90")
                                         : "wgrad_acc_f32_composed_portable",
                 Accumulate::composed);
   // The non-deterministic split (deterministic = false, Hopper, in its window): out0 + dW
@@ -206,7 +206,9 @@ TEST_P(DenseGemm, MatchesFp64) {
       o.max_sms = max_sms;
       Dev D(DType::f32, shape(N, K));
       auto l = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, o);
-      EXPECT_EQ(l.plan()->route, in_window ? "wgrad_acc_f32_reduce_sm90_128x256" : "wgrad_acc_f32_fused_sm90_128x256")
+      EXPECT_EQ(l.plan()->route, in_window  ? "wgrad_acc_f32_reduce_sm90_128x256"
+                                 : N <= 128 ? "wgrad_acc_f32_fused_sm90_128x128"
+                                            : "wgrad_acc_f32_fused_sm90_128x256")
           << l.describe();
       EXPECT_EQ(l.plan()->deterministic, !in_window);
       D.upload(out0);
