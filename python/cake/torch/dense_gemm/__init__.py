@@ -22,20 +22,21 @@ __all__ = ["linear"]
 
 def _packed(t):
     """t as the kernels take it: contiguous, 16-byte aligned."""
-    t = t.contiguous()
+    if not t.is_contiguous():
+        t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
 def _weight(w):
     """w [.., N, K] contiguous, or the transposed view of a contiguous [.., K, N] weight."""
-    if w.transpose(-2, -1).is_contiguous() and not w.is_contiguous() and w.data_ptr() % 16 == 0:
-        return w
-    return _packed(w)
+    if w.is_contiguous() or not w.transpose(-2, -1).is_contiguous() or w.data_ptr() % 16 != 0:
+        return _packed(w)
+    return w
 
 
 def _as_rows(t, w):
     """t as the op takes it: [T, K] rows (leading dims folded) for a 2-D w, [B, T, K] for a 3-D one."""
-    return t if w.dim() == 3 else t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
+    return t if w.dim() == 3 or t.dim() == 2 else t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
 
 
 def _rows(x, w):

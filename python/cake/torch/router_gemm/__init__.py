@@ -21,12 +21,14 @@ __all__ = ["router_logits"]
 
 def _flat(t):
     """[..., C] as [T, C] (a view of an output this module allocated)."""
-    return t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
+    return t if t.dim() == 2 else t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
 
 
 def _rows(t):
     """An input as [T, C] rows, contiguous and 16-byte aligned."""
-    t = _flat(t).contiguous()
+    t = _flat(t)
+    if not t.is_contiguous():
+        t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
