@@ -228,12 +228,22 @@ TEST(Cli, PlanPrintsTheFamilysNotes) {
   EXPECT_NE(det.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x128  (accumulate fused, deterministic"),
             std::string::npos) << det.out;
   EXPECT_NE(det.out.find("note: tail split: the last 32 tiles run as 4 parts each"), std::string::npos) << det.out;
+  // N 64: the split over T is not offered (its window starts past the 128-column tiles).
   auto nondet = run(wgrad + " --nondeterministic");
   ASSERT_EQ(nondet.code, 0) << nondet.out;
-  EXPECT_NE(nondet.out.find("chosen:  wgrad_acc_f32_reduce_sm90_128x256  (accumulate fused, non-deterministic"),
+  EXPECT_NE(nondet.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x128  (accumulate fused, deterministic"),
             std::string::npos) << nondet.out;
-  EXPECT_NE(nondet.out.find("note: split over T: 16173 rows in 8 parts of up to 2022"), std::string::npos)
-      << nondet.out;
+  EXPECT_NE(nondet.out.find("passed over wgrad_acc_f32_reduce_sm90_128x256: dim - n=64 outside [136, 256]"),
+            std::string::npos) << nondet.out;
+  // N 256: 32 tiles of 128 x 256, the split over T.
+  std::string wide = wgrad;
+  wide.replace(wide.find("n=64"), 4, "n=256");
+  auto split = run(wide + " --nondeterministic");
+  ASSERT_EQ(split.code, 0) << split.out;
+  EXPECT_NE(split.out.find("chosen:  wgrad_acc_f32_reduce_sm90_128x256  (accumulate fused, non-deterministic"),
+            std::string::npos) << split.out;
+  EXPECT_NE(split.out.find("note: split over T: 16173 rows in 4 parts of up to 4044"), std::string::npos)
+      << split.out;
   // Dims the windows do not read may be left out: then there are no notes.
   auto partial = run(kCakec + " plan --op dense_gemm.fwd --arch sm_90a --sms 132 --dim n=64 --dim k=64 --dim kn=0");
   ASSERT_EQ(partial.code, 0) << partial.out;

@@ -56,23 +56,6 @@ std::string route_prefix(const OpSpec& op, const Layout& layout, const std::stri
   return std::string(op.name) + (acc ? "_acc_" : "_") + out + (acc ? "_fused" : "") + layout.tag;
 }
 
-// The non-deterministic wgrad accumulate (listed before the deterministic one, so that a
-// call that allows it gets it in its window): dw of at most 256 rows (N) and 8192 columns has
-// at most 64 tiles of 128 x 256, half the SMs or fewer, and T of at least two parts.
-json reduce_candidate(const OpSpec& op, const Layout& layout, const OpSpec& kernel, const Sm90Tile& sm90) {
-  json w = window(op, layout, "sm_90a", "f32");
-  w["dims"]["b"] = {1, 1};
-  w["dims"]["n"] = {8, 256};
-  w["dims"]["k"] = {8, 8192};
-  w["dims"]["t"] = {2 * gemm::kMinReducePartRows, nullptr};
-  return {{"name", std::string("wgrad_acc_f32_reduce") + layout.tag + "_sm90_" + sm90.tag()},
-          {"stages", {gemm_stage(sm90_reduce_program("dense", sm90).name, kernel, op.out)}},
-          {"window", w},
-          {"accumulate", "fused"},
-          {"deterministic", false},
-          {"note", "T split into parts whose tiles reduce-add into dw as they finish: not bitwise repeatable"}};
-}
-
 // Narrower tiles for a skinny y (fwd; with a [K, N] weight, dgrad's kernel): the 256-column
 // tile would compute zeros past N, so at N <= 128 it does twice and at N <= 64 four times
 // the work that is needed, which costs a bandwidth-bound fwd 30-40 % (docs/perf.md). Fewer
@@ -94,6 +77,25 @@ const NarrowTile kNarrowWgrad = {{128, 128, 6}, 128};
 json narrow_window(json w, int64_t max_n) {
   if (max_n > 0) w["dims"]["n"] = {8, max_n};
   return w;
+}
+
+// The non-deterministic wgrad accumulate (listed before the deterministic one, so that a
+// call that allows it gets it in its window): dw of 136-256 rows (N) and at most 8192 columns
+// has at most 64 tiles of 128 x 256, half the SMs or fewer, and T of at least two parts. At
+// N <= 128 the deterministic route's 128-column tiles fill the SMs and the split gains under
+// 10 % (docs/decisions.md), so it is not offered there.
+json reduce_candidate(const OpSpec& op, const Layout& layout, const OpSpec& kernel, const Sm90Tile& sm90) {
+  json w = window(op, layout, "sm_90a", "f32");
+  w["dims"]["b"] = {1, 1};
+  w["dims"]["n"] = {kNarrowWgrad.max_n + 8, 256};
+  w["dims"]["k"] = {8, 8192};
+  w["dims"]["t"] = {2 * gemm::kMinReducePartRows, nullptr};
+  return {{"name", std::string("wgrad_acc_f32_reduce") + layout.tag + "_sm90_" + sm90.tag()},
+          {"stages", {gemm_stage(sm90_reduce_program("dense", sm90).name, kernel, op.out)}},
+          {"window", w},
+          {"accumulate", "fused"},
+          {"deterministic", false},
+          {"note", "T split into parts whose tiles reduce-add into dw as they finish: not bitwise repeatable"}};
 }
 
 }  // namespace

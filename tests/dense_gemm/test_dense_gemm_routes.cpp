@@ -161,17 +161,20 @@ TEST_F(DenseGemmRoutes, NonDeterministicOnlyWhenAskedAndInItsWindow) {
     EXPECT_EQ(r.plan->deterministic, r.plan->route.find("_reduce") == std::string::npos) << r.plan->route;
     return r.plan->route;
   };
-  Problem p = problem("wgrad", 64, "f32", true);
-  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_sm90_128x128");
+  Problem p = problem("wgrad", 256, "f32", true);
+  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
   EXPECT_EQ(route_of(p, false, hopper_), "wgrad_acc_f32_reduce_sm90_128x256");
+  EXPECT_EQ(route_of(problem("wgrad", 136, "f32", true), false, hopper_), "wgrad_acc_f32_reduce_sm90_128x256");
   p.dims["kn"] = 1;
-  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_kn_sm90_128x128");
+  EXPECT_EQ(route_of(p, true, hopper_), "wgrad_acc_f32_fused_kn_sm90_128x256");
   EXPECT_EQ(route_of(p, false, hopper_), "wgrad_acc_f32_reduce_kn_sm90_128x256");
-  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", true, 2047), false, hopper_), "wgrad_acc_f32_fused_sm90_128x128");
+  // Outside its window: N <= 128 (the 128-column tiles), T of one part, N over 256, a batch.
+  EXPECT_EQ(route_of(problem("wgrad", 128, "f32", true), false, hopper_), "wgrad_acc_f32_fused_sm90_128x128");
+  EXPECT_EQ(route_of(problem("wgrad", 256, "f32", true, 2047), false, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
   EXPECT_EQ(route_of(problem("wgrad", 512, "f32", true), false, hopper_), "wgrad_acc_f32_fused_sm90_128x256");
-  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", true, 16173, 4096, 2), false, hopper_),
-            "wgrad_acc_f32_fused_sm90_128x128");
-  EXPECT_EQ(route_of(problem("wgrad", 64, "f32", false), false, hopper_), "wgrad_f32_sm90_128x128");
+  EXPECT_EQ(route_of(problem("wgrad", 256, "f32", true, 16173, 4096, 2), false, hopper_),
+            "wgrad_acc_f32_fused_sm90_128x256");
+  EXPECT_EQ(route_of(problem("wgrad", 256, "f32", false), false, hopper_), "wgrad_f32_sm90_128x256");
   EXPECT_EQ(route_of(p, false, ampere_), "wgrad_acc_f32_fused_kn_portable_128x128");
 }
 
@@ -183,14 +186,15 @@ TEST_F(DenseGemmRoutes, ReduceSplitFillsOneWave) {
   EXPECT_EQ(gemm::reduce_parts(132, 64, 131072), 2);  // N 256, K 8192
   EXPECT_EQ(gemm::reduce_parts(132, 200, 131072), 1);
   EXPECT_EQ(gemm::reduce_parts(132, 16, 1000), 1);
-  EXPECT_EQ(gemm::uniform_group_rows(16173, 8), 2022);
-  Problem p = problem("wgrad", 64, "f32", true);
+  EXPECT_EQ(gemm::reduce_parts(132, 32, 16173), 4);   // N 256, K 4096: 32 tiles
+  EXPECT_EQ(gemm::uniform_group_rows(16173, 4), 4044);
+  Problem p = problem("wgrad", 256, "f32", true);
   p.deterministic = false;
   auto r = plan(p, hopper_);
   ASSERT_TRUE(r.ok()) << r.error;
   std::string all;
   for (const auto& line : ops::plan_notes(p, *r.plan, hopper_)) all += line + "\n";
-  EXPECT_NE(all.find("16173 rows in 8 parts of up to 2022, 16 tiles"), std::string::npos) << all;
+  EXPECT_NE(all.find("16173 rows in 4 parts of up to 4044, 32 tiles"), std::string::npos) << all;
   EXPECT_NE(all.find("not bitwise repeatable"), std::string::npos) << all;
 }
 

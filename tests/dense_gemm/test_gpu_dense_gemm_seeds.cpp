@@ -20,7 +20,7 @@ struct Row {
 };
 // Narrow and wide fwd tiles (N 72: a partial 128-column tile), masked row blocks, T past two
 // reduce parts, K not a tile multiple, few tiles (fwd's tail split over K at T 2048).
-const Row kRows[] = {{4097, 64, 1024}, {2000, 136, 520}, {3000, 128, 264}, {2048, 72, 2048}};
+const Row kRows[] = {{4097, 64, 1024}, {2048, 136, 520}, {3000, 128, 264}, {2048, 72, 2048}};
 constexpr int kSeeds = 10;
 
 // FP64 references of one seed: y = x w^T, dx = dy w, dw = dy^T x.
