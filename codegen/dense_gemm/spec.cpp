@@ -7,7 +7,7 @@
 // wave's split along the reduction sums its parts in a fixed order too. One is not, and is
 // taken only with deterministic = false: wgrad accumulating into f32 with T's rows split into
 // parts whose tiles reduce-add into dw as they finish (gemm_contract.h reduce_parts), for
-// skinny dw whose few tiles leave most SMs idle.
+// a dw of 136-256 rows (N), whose few tiles leave most SMs idle.
 #include "family.hpp"
 #include "gemm_programs.hpp"
 
@@ -103,7 +103,8 @@ json reduce_candidate(const OpSpec& op, const Layout& layout, const OpSpec& kern
 FamilySpec family_spec_dense_gemm() {
   FamilySpec f;
   f.name = "dense_gemm";
-  // The grouped GEMM's measured tiles; a skinny fwd takes a narrower one (kNarrowFwd).
+  // The grouped GEMM's measured tiles; a skinny fwd or wgrad takes a narrower one (kNarrowFwd,
+  // kNarrowWgrad).
   const Sm90Tile sm90;
   const PortableTile portable;
   for (const OpSpec& op : kOps) {
