@@ -81,12 +81,12 @@ class Calls:
                     self._launches.popitem(last=False)
             else:
                 self._launches.move_to_end(key)
-            index = key[1][0][1][0]
+            first = given[0][1]
             size = bound.memory_bytes
-            memory = torch.empty(size, dtype=torch.uint8, device=given[0][1].device) if size else None
+            memory = torch.empty(size, dtype=torch.uint8, device=first.device) if size else None
             bound.rebind([t for _, t in given], memory)
             # `memory` goes back to torch's pool in this stream's order.
-            bound.run(_current_stream(index))
+            bound.run(_current_stream(first.get_device()))
 
     def clear(self):
         """Frees every prepared launch (their scratch) and forgets the problems."""
