@@ -143,6 +143,8 @@ TEST_F(OpsArgs, CAbiNullsAndOptions) {
   expect(cake_run(rt, "no_such.op", 0, nullptr, nullptr, nullptr, nullptr), "unknown op");
   EXPECT_EQ(cake_launch_run(nullptr, nullptr), CAKE_ERROR_ARGUMENT);
   expect(cake_launch_rebind(nullptr, 1, names, tensors, nullptr), "argument 'launch': null");
+  void* addresses[1] = {nullptr};
+  expect(cake_launch_rebind_data(nullptr, 1, addresses, nullptr), "argument 'launch': null");
   EXPECT_EQ(cake_launch_memory_bytes(nullptr), 0u);
   EXPECT_EQ(std::string(cake_launch_describe(nullptr)), "");
   cake_runtime_destroy(rt);

@@ -55,6 +55,15 @@ cake_status cake_launch_run(const cake_launch* launch, void* stream);
  * or the problem differs. */
 cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors,
                                void* memory);
+/* cake_launch_rebind's fast form, for a caller that vouches that the new tensors are laid
+ * out as those of the launch's last checked bind (cake_prepare's or cake_launch_rebind's):
+ * the same names in the same order, shapes, strides, dtypes and device (a framework keying its
+ * launches on that layout). data[i]: the i-th tensor's address (byte offset added), i < n.
+ * Checked: n, null addresses, each address's alignment against the planned one, and that an
+ * output meets another tensor only as it did then (apart, or the very same tensor); memory as
+ * cake_launch_rebind takes it (null and alignment only). Not checked: that the memory is the
+ * device's and spans the tensor. CAKE_ERROR_ARGUMENT, the launch unchanged, when a check fails. */
+cake_status cake_launch_rebind_data(cake_launch* launch, int n, void* const* data, void* memory);
 /* The bytes of memory a launch prepared with "external_memory" takes at each rebind (0: none,
  * or a launch that owns its memory). */
 size_t cake_launch_memory_bytes(const cake_launch* launch);

@@ -58,6 +58,18 @@ Launch prepare(Runtime& rt, const std::string& op, const NamedTensors& tensors, 
 // aligned, on the tensors' device) the launches from now on use; 0 otherwise.
 void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory = 0);
 
+// rebind's fast form, for a caller that vouches that its new tensors are laid out as those of
+// the launch's last checked bind (prepare's or rebind's): the same names in the same order,
+// shapes, strides, dtypes and device; a framework that keys its launches on that layout.
+// `data[i]` is the i-th tensor's address (with any byte offset added). Checked: the count,
+// null addresses, each address's alignment against the one the problem was planned with, and
+// that an output meets another tensor only as it did then (apart, or the very same tensor);
+// `memory` as rebind takes it (null and alignment only). Not checked, unlike rebind: that the
+// memory is the device's and spans the tensor, so a broken promise is a wrong address in a
+// kernel. Nothing is planned, allocated or asked of the driver: a few hundred nanoseconds.
+// An ArgumentError, the launch unchanged, when a check fails.
+void rebind_data(Launch& launch, const CUdeviceptr* data, size_t n, CUdeviceptr memory = 0);
+
 // One call: prepare and launch on `stream`; scratch is allocated and freed in stream order.
 void run(Runtime& rt, const std::string& op, const NamedTensors& tensors, CUstream stream,
          const OpOptions& opt = {});

@@ -262,6 +262,19 @@ cake_status cake_launch_run(const cake_launch* launch, void* stream) {
   return guarded([&] { launch->launch.launch(static_cast<CUstream>(stream)); });
 }
 
+cake_status cake_launch_rebind_data(cake_launch* launch, int n, void* const* data, void* memory) {
+  if (!launch) return null_arg("launch");
+  if (n < 0) {
+    last_error = "argument 'n': must be >= 0, got " + std::to_string(n);
+    return CAKE_ERROR_ARGUMENT;
+  }
+  if (n > 0 && !data) return null_arg("data");
+  return guarded([&] {
+    cake::ops::rebind_data(launch->launch, reinterpret_cast<const CUdeviceptr*>(data), size_t(n),
+                           reinterpret_cast<CUdeviceptr>(memory));
+  });
+}
+
 cake_status cake_launch_rebind(cake_launch* launch, int n, const char* const* names, const DLTensor* const* tensors,
                                void* memory) {
   if (!launch) return null_arg("launch");

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launch.hpp"
 #include "ops.hpp"
@@ -14,16 +15,6 @@
 namespace cake {
 // The Runtime's loader, for the ops layer only (binders and the generic prepare).
 Loader& loader_of(Runtime& rt);
-
-// The call a prepared launch serves, kept with it so that ops::rebind can bind it to new
-// tensors of the same problem.
-struct LaunchOrigin {
-  Runtime* rt = nullptr;
-  std::string op;
-  ops::OpOptions options;
-  Problem problem;
-  int device = 0;
-};
 }  // namespace cake
 
 namespace cake::ops {
@@ -38,6 +29,39 @@ using ArgMap = std::map<std::string, uintptr_t>;
 // later stage can depend on an earlier one's kernel (a finalize on the chunking it used).
 using Binder = std::function<void(const Plan& plan, const PlannedStage& stage, const ArgMap& args,
                                   LaunchStage& out)>;
+
+}  // namespace cake::ops
+
+namespace cake {
+// One tensor of a launch's last checked bind (prepare's or ops::rebind's), as
+// ops::rebind_data checks new addresses against it.
+struct BoundTensor {
+  std::string name;
+  bool output = false;
+  uintptr_t data = 0;   // its address then: which tensors were one and the same
+  uintptr_t bytes = 0;  // its extent from data (0: no elements)
+  int align = 1;        // the alignment the problem was planned with
+};
+
+// The call a prepared launch serves, kept with it so that ops::rebind can bind it to new
+// tensors of the same problem, and what its last checked bind made, so that
+// ops::rebind_data can bind new addresses of the same tensors without the checks again.
+struct LaunchOrigin {
+  Runtime* rt = nullptr;
+  std::string op;
+  ops::OpOptions options;
+  Problem problem;
+  int device = 0;
+  std::vector<BoundTensor> tensors;  // in the order the call gave them
+  ops::ArgMap args;                  // the family's kernel arguments, each tensor's address by its name
+  ops::Binder bind;
+  int64_t sms = 0;                   // the device's, for the per-SM workspace
+  enum class Kind { kernels, noop, zero_fill } kind = Kind::kernels;
+  std::string zero_fill_arg;         // the tensor a zero fill clears
+};
+}  // namespace cake
+
+namespace cake::ops {
 
 // An integer in a stage's program params (checked at registry load), 0 where absent:
 // "counters" (int32 words the kernels keep in global memory), "workspace_per_sm" (bytes per SM).

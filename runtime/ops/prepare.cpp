@@ -2,6 +2,7 @@
 // into a problem, and the rest (device context, memory checks, plan, load, scratch) is the
 // same for every op.
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "error.hpp"
@@ -39,11 +40,12 @@ const OpSpec* find_op(const std::string& op) {
 
 void check_packed_args(const FamilyOps& family, const PlannedStage& stage, const LaunchStage& ls) {
   const KernelArgs want = family.kernel_args ? family.kernel_args(*stage.program, stage.kernel) : KernelArgs{};
-  const std::string where = "program " + stage.program->name + " kernel " + std::to_string(stage.kernel);
+  // Every bind runs this (a rebind per training step): the message is made only on a mismatch.
+  auto where = [&] { return "program " + stage.program->name + " kernel " + std::to_string(stage.kernel); };
   if (want.type.empty())
-    throw Error(where + ": family '" + family.name + "' declares no argument struct for it");
+    throw Error(where() + ": family '" + family.name + "' declares no argument struct for it");
   if (ls.args.offsets().size() != 1 || ls.args.size() != want.bytes)
-    throw Error(where + ": the binder packed " + std::to_string(ls.args.offsets().size()) + " arguments (" +
+    throw Error(where() + ": the binder packed " + std::to_string(ls.args.offsets().size()) + " arguments (" +
                 std::to_string(ls.args.size()) + " bytes); the kernel takes one " + want.type + " (" +
                 std::to_string(want.bytes) + " bytes)");
 }
@@ -93,6 +95,7 @@ struct CheckedCall {
   OpPlan plan;
   DeviceContext dc;
   std::string family;
+  std::vector<BoundTensor> bound;  // the tensors in the caller's order
 };
 
 CheckedCall check_call(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt,
@@ -117,11 +120,18 @@ CheckedCall check_call(Runtime& rt, const std::string& op, const NamedTensors& t
   }
   for (const ArgSpec& a : spec->args)
     if (!a.optional && !call.tensors.count(a.name)) throw ArgumentError(a.name, "missing (" + op + " takes " + arg_names(*spec) + ")");
-  CheckedCall c{spec->check(call), {}, op.substr(0, op.find('.'))};
+  CheckedCall c{spec->check(call), {}, op.substr(0, op.find('.')), {}};
   c.dc = rt.context_for(c.plan.device);
   std::vector<const TensorView*> views;
   for (const auto& [name, v] : call.tensors) views.push_back(&v);
   check_memory(c.dc, views, one_call);
+  for (const auto& given : tensors) {
+    const TensorView& v = call.tensors.at(given.first);
+    const auto arg = std::find_if(spec->args.begin(), spec->args.end(), [&](const ArgSpec& a) { return a.name == v.name; });
+    const auto planned = c.plan.problem.align.find(v.name);
+    c.bound.push_back({v.name, arg->output, v.data, v.numel() > 0 ? v.end() - v.data : 0,
+                       planned != c.plan.problem.align.end() ? planned->second : v.alignment()});
+  }
   return c;
 }
 
@@ -154,16 +164,52 @@ Binder binder_of(Runtime& rt, const CheckedCall& c, const OpOptions& opt) {
   return dispatching_binder(c.family, c.plan.binder(rt, c.dc), c.plan.composed_elements, grid_sms(c.dc, opt));
 }
 
+// What a later rebind_data needs of a checked call.
+std::shared_ptr<const LaunchOrigin> origin_of(Runtime& rt, const std::string& op, const OpOptions& opt,
+                                              const CheckedCall& c, Binder bind) {
+  auto o = std::make_shared<LaunchOrigin>();
+  o->rt = &rt, o->op = op, o->options = opt, o->problem = c.plan.problem, o->device = c.plan.device;
+  o->tensors = c.bound;
+  o->args = c.plan.args;
+  o->bind = std::move(bind);
+  o->sms = c.dc.info->sm_count;
+  using Kind = LaunchOrigin::Kind;
+  o->kind = c.plan.noop ? Kind::noop : c.plan.zero_fill_bytes > 0 ? Kind::zero_fill : Kind::kernels;
+  if (o->kind == Kind::zero_fill)
+    for (const BoundTensor& t : c.bound)
+      if (t.data == c.plan.zero_fill) o->zero_fill_arg = t.name;
+  return o;
+}
+
+// Packs every stage of `launch` again for the tensors' addresses in `args` and the memory
+// (the caller's block with external memory, else the launch's own).
+void bind_stages(Launch& launch, const LaunchOrigin& o, ArgMap args, CUdeviceptr memory) {
+  const Plan& plan = *launch.plan();
+  const bool ext = launch.external_memory();
+  const LaunchMemory& layout = launch.memory_layout();
+  const CUdeviceptr scratch = ext ? memory : launch.scratch_ptr();
+  const CUdeviceptr counters = ext ? memory + layout.counters_at() : launch.counters_ptr();
+  const CUdeviceptr workspace = ext ? memory + layout.workspace_at() : launch.workspace_ptr();
+  scratch_args(args, plan, scratch);
+  int64_t counter_offset = 0, ws_offset = 0;
+  launch.repack([&](size_t i, LaunchStage& ls) {
+    const PlannedStage& s = plan.stages.at(i);
+    stage_memory_args(args, s, o.sms, counters, counter_offset, workspace, ws_offset);
+    o.bind(plan, s, args, ls);
+  });
+  if (ext) launch.set_memory_base(memory);
+}
+
 Launch prepare_call(Runtime& rt, const std::string& op, const NamedTensors& tensors, const OpOptions& opt,
                     std::optional<CUstream> one_call) {
   CheckedCall c = check_call(rt, op, tensors, opt, one_call);
   const OpPlan& p = c.plan;
+  const Binder bind = p.noop || p.zero_fill_bytes > 0 ? Binder() : binder_of(rt, c, opt);
   Launch launch = p.noop ? Launch(c.dc.ctx, nullptr, {}, DeviceBuffer())
                   : p.zero_fill_bytes > 0
                       ? Launch::zero_fill(c.dc.ctx, p.zero_fill, p.zero_fill_bytes, p.why)
-                      : prepare_planned(rt, c.dc, p.problem, p.args, binder_of(rt, c, opt), one_call,
-                                        opt.external_memory);
-  if (!one_call) launch.set_origin(std::make_shared<const LaunchOrigin>(LaunchOrigin{&rt, op, opt, p.problem, p.device}));
+                      : prepare_planned(rt, c.dc, p.problem, p.args, bind, one_call, opt.external_memory);
+  if (!one_call) launch.set_origin(origin_of(rt, op, opt, c, bind));
   return launch;
 }
 
@@ -191,29 +237,64 @@ void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory) {
                                        std::to_string(p.device) + ") than the launch was prepared for (" +
                                        origin->problem.describe() + " on cuda:" + std::to_string(origin->device) +
                                        "): prepare a launch for it");
-  if (p.noop) return;
-  if (p.zero_fill_bytes > 0) {
-    launch.repack([&](size_t, LaunchStage& s) { s.memset_ptr = p.zero_fill; });
+  // A new binder: the problem is the same, but what the kernels take besides it (strides) may not be.
+  const bool kernels = !p.noop && p.zero_fill_bytes == 0;
+  std::shared_ptr<const LaunchOrigin> next =
+      origin_of(rt, origin->op, origin->options, c, kernels ? binder_of(rt, c, origin->options) : Binder());
+  if (p.zero_fill_bytes > 0) launch.repack([&](size_t, LaunchStage& s) { s.memset_ptr = p.zero_fill; });
+  else if (kernels) bind_stages(launch, *next, p.args, memory);
+  launch.set_origin(std::move(next));
+}
+
+namespace {
+// The largest power of two (<= 256) dividing an address, as TensorView::alignment says it.
+int alignment_of(uintptr_t a) { return a == 0 ? 256 : int(std::min<uintptr_t>(256, a & (~a + 1))); }
+}  // namespace
+
+void rebind_data(Launch& launch, const CUdeviceptr* data, size_t n, CUdeviceptr memory) {
+  const std::shared_ptr<const LaunchOrigin> origin = launch.origin();
+  if (!origin) throw ArgumentError("launch", "was not made by prepare (or was moved from): nothing to rebind");
+  const LaunchOrigin& o = *origin;
+  if (n != o.tensors.size())
+    throw ArgumentError("tensors", std::to_string(n) + " addresses given; the launch's last bind had " +
+                                       std::to_string(o.tensors.size()) + " tensors");
+  if (n > 0 && data == nullptr) throw ArgumentError("tensors", "null address array");
+  for (size_t i = 0; i < n; ++i) {
+    const BoundTensor& t = o.tensors[i];
+    if (t.bytes > 0 && data[i] == 0) throw ArgumentError(t.name, "null data pointer");
+    if (data[i] > std::numeric_limits<uintptr_t>::max() - t.bytes)
+      throw ArgumentError(t.name, "its extent runs past the end of the address space");
+    if (t.bytes > 0 && alignment_of(data[i]) < t.align)
+      throw ArgumentError(t.name, "is " + std::to_string(alignment_of(data[i])) + "-byte aligned; the launch was planned for " +
+                                      std::to_string(t.align) + " bytes: rebind it with tensors, or prepare one");
+  }
+  // An output may meet another tensor only as it did at the checked bind: wholly apart, or as
+  // the very same tensor (an in-place call the op allowed).
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      const BoundTensor &a = o.tensors[i], &b = o.tensors[j];
+      if (i == j || !a.output || a.bytes == 0 || b.bytes == 0) continue;
+      if (data[i] < data[j] + b.bytes && data[j] < data[i] + a.bytes && !(a.data == b.data && data[i] == data[j]))
+        throw ArgumentError(a.name, "overlaps '" + b.name + "' in memory");
+    }
+  if (launch.external_memory() && launch.memory_bytes() > 0) {
+    if (memory == 0)
+      throw ArgumentError("memory", "null: the launch needs a block of " + std::to_string(launch.memory_bytes()) + " bytes");
+    if (memory % 256 != 0) throw ArgumentError("memory", "must be 256-byte aligned");
+  } else if (memory != 0) {
+    throw ArgumentError("memory", "given, but the launch takes none");
+  }
+  if (o.kind == LaunchOrigin::Kind::noop) return;
+  ArgMap args = o.args;
+  for (size_t i = 0; i < n; ++i) args[o.tensors[i].name] = data[i];
+  if (o.kind == LaunchOrigin::Kind::zero_fill) {
+    const auto it = args.find(o.zero_fill_arg);
+    if (it == args.end()) throw Error("launch: its zero fill names no tensor of the call: rebind it with tensors");
+    const uintptr_t at = it->second;
+    launch.repack([&](size_t, LaunchStage& s) { s.memset_ptr = at; });
     return;
   }
-  const Plan& plan = *launch.plan();
-  const Binder bind = binder_of(rt, c, origin->options);
-  // The memory the stages use from now on: the launch's own, or the caller's block.
-  const bool ext = launch.external_memory();
-  const LaunchMemory& layout = launch.memory_layout();
-  const CUdeviceptr scratch = ext ? memory : launch.scratch_ptr();
-  const CUdeviceptr counters = ext ? memory + layout.counters_at() : launch.counters_ptr();
-  const CUdeviceptr workspace = ext ? memory + layout.workspace_at() : launch.workspace_ptr();
-  ArgMap args = p.args;
-  scratch_args(args, plan, scratch);
-  const int64_t sms = c.dc.info->sm_count;
-  int64_t counter_offset = 0, ws_offset = 0;
-  launch.repack([&](size_t i, LaunchStage& ls) {
-    const PlannedStage& s = plan.stages.at(i);
-    stage_memory_args(args, s, sms, counters, counter_offset, workspace, ws_offset);
-    bind(plan, s, args, ls);
-  });
-  if (ext) launch.set_memory_base(memory);
+  bind_stages(launch, o, std::move(args), memory);
 }
 
 }  // namespace cake::ops

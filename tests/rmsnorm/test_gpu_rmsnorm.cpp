@@ -8,45 +8,15 @@
 #include "error.hpp"
 #include "gpu_util.hpp"
 #include "rmsnorm_contract.h"
+#include "rmsnorm_mat.hpp"
 #include "rmsnorm_ops.hpp"
 #include "test_util.hpp"
 
 namespace cake {
 namespace {
 using test::bf16_float;
-
-// A [rows, h] bf16 matrix (row stride `stride`) or a vector, with its DLTensor.
-struct Mat {
-  Mat(DType t, int64_t rows, int64_t h, int64_t stride = 0)
-      : dtype(t), rows(rows), h(h), stride(stride ? stride : h),
-        buf(size_t(std::max<int64_t>(1, h > 0 ? rows * (stride ? stride : h) : rows)) * size_t(dtype_size(t))) {
-    shape[0] = rows, shape[1] = h;
-    strides[0] = this->stride, strides[1] = 1;
-    dl.data = buf.ptr();
-    dl.device = {kDLCUDA, 0};
-    dl.ndim = h > 0 ? 2 : 1;
-    if (h == 0) shape[0] = rows;
-    dl.dtype = t == DType::bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
-    dl.shape = shape;
-    dl.strides = h > 0 ? strides : nullptr;
-  }
-  size_t bytes() const { return buf.bytes(); }
-  template <typename T>
-  void upload(const std::vector<T>& v) { CAKE_CU(cuMemcpyHtoD(buf.get(), v.data(), v.size() * sizeof(T))); }
-  template <typename T>
-  std::vector<T> download() const {
-    std::vector<T> v(bytes() / sizeof(T));
-    CAKE_CU(cuCtxSynchronize());
-    CAKE_CU(cuMemcpyDtoH(v.data(), buf.get(), v.size() * sizeof(T)));
-    return v;
-  }
-  void poison() { CAKE_CU(cuMemsetD8(buf.get(), 0xff, bytes())); }
-  DType dtype;
-  int64_t rows, h, stride;
-  DeviceBuffer buf;
-  int64_t shape[2], strides[2];
-  DLTensor dl{};
-};
+using test::FreshRuntime;
+using test::Mat;
 
 // Budget for bf16 outputs (TARGETS.md), element by element; f32 ones: test::expect_f32_close.
 void expect_bf16_close(const std::vector<uint16_t>& got, const std::vector<double>& ref, int64_t rows,
@@ -243,18 +213,6 @@ INSTANTIATE_TEST_SUITE_P(
              (c.residual ? "_res" : "") + (c.generic ? "_generic" : "");
     });
 
-// Device 0's primary context and a Runtime over a cache of its own, for the tests outside the fixture.
-struct FreshRuntime {
-  test::PrimaryContext ctx;
-  test::TempDir cache;
-  std::unique_ptr<Runtime> rt;
-  FreshRuntime() {
-    RuntimeOptions o;
-    o.cache_dir = cache.path().string();
-    rt = std::make_unique<Runtime>(o);
-  }
-};
-
 TEST(RmsNormArgs, RejectedBeforeAnythingIsWritten) {
   CAKE_SKIP_WITHOUT_GPU();
   FreshRuntime fresh;
@@ -290,94 +248,6 @@ TEST(RmsNormArgs, RejectedBeforeAnythingIsWritten) {
   Mat x0(DType::bf16, 0, 64), y0(DType::bf16, 0, 64), r0(DType::f32, 0, 0);
   auto l = ops::prepare_rmsnorm_fwd(rt, y0.dl, r0.dl, nullptr, x0.dl, nullptr, w.dl, 1e-6f);
   EXPECT_EQ(l.stage_count(), 0u);
-}
-
-// ops::rebind: a launch prepared on one set of tensors, bound to another of the same problem,
-// gives the bits a launch prepared on the second set gives, writes nothing of the first, and
-// refuses another problem (T, or an alignment the plan depends on) leaving its binding as it was.
-TEST(RmsNormRebind, SameBitsAsAFreshPrepareAndRefusesAnotherProblem) {
-  CAKE_SKIP_WITHOUT_GPU();
-  FreshRuntime fresh;
-  Runtime& rt = *fresh.rt;
-  const int64_t T = 300, H = 4096;
-  struct Set {
-    Mat x{DType::bf16, T, H}, dy{DType::bf16, T, H}, y{DType::bf16, T, H}, dx{DType::bf16, T, H},
-        rstd{DType::f32, T, 0}, dw{DType::bf16, H, 0};
-    void fill(uint64_t seed) {
-      x.upload(test::to_bf16(test::random_floats(size_t(T * H), seed)));
-      dy.upload(test::to_bf16(test::random_floats(size_t(T * H), seed + 1)));
-      y.poison(), dx.poison(), rstd.poison(), dw.poison();
-    }
-    ops::NamedTensors fwd() const { return {{"y", &y.dl}, {"rstd", &rstd.dl}, {"x", &x.dl}, {"w", &w->dl}}; }
-    ops::NamedTensors bwd() const {
-      return {{"dx", &dx.dl}, {"dw", &dw.dl}, {"dy", &dy.dl}, {"x", &x.dl}, {"rstd", &rstd.dl}, {"w", &w->dl}};
-    }
-    const Mat* w = nullptr;
-  };
-  Mat w(DType::bf16, H, 0);
-  w.upload(test::to_bf16(test::random_floats(size_t(H), 7, 0.5f)));
-  Set a, b, c;
-  a.w = b.w = c.w = &w;
-  a.fill(1), b.fill(2), c.fill(2);  // b and c hold the same inputs
-  ops::OpOptions opt;
-  opt.eps = 1e-6f;
-  Launch fwd = ops::prepare(rt, "rmsnorm.fwd", a.fwd(), opt);
-  Launch bwd = ops::prepare(rt, "rmsnorm.bwd", a.bwd());
-  fwd.launch(nullptr), bwd.launch(nullptr);
-  const auto a_y = a.y.download<uint16_t>(), a_dw = a.dw.download<uint16_t>();
-  ops::rebind(fwd, b.fwd());
-  ops::rebind(bwd, b.bwd());
-  a.y.poison(), a.dw.poison();
-  fwd.launch(nullptr), bwd.launch(nullptr);
-  ops::prepare(rt, "rmsnorm.fwd", c.fwd(), opt).launch(nullptr);
-  ops::prepare(rt, "rmsnorm.bwd", c.bwd()).launch(nullptr);
-  EXPECT_EQ(b.y.download<uint16_t>(), c.y.download<uint16_t>());
-  EXPECT_EQ(b.rstd.download<float>(), c.rstd.download<float>());
-  EXPECT_EQ(b.dx.download<uint16_t>(), c.dx.download<uint16_t>());
-  EXPECT_EQ(b.dw.download<uint16_t>(), c.dw.download<uint16_t>());
-  EXPECT_NE(b.y.download<uint16_t>(), a_y);
-  for (auto v : a.y.download<uint16_t>()) ASSERT_EQ(v, 0xffff) << "the rebound launch wrote the old y";
-  for (auto v : a.dw.download<uint16_t>()) ASSERT_EQ(v, 0xffff) << "the rebound launch wrote the old dw";
-  (void)a_dw;
-
-  // Another T; x 16 bytes off its 256-byte alignment (the problem records alignments).
-  Mat x_short(DType::bf16, T - 1, H), y_short(DType::bf16, T - 1, H), r_short(DType::f32, T - 1, 0);
-  test::expect_argument_error([&] {
-    ops::rebind(fwd, {{"y", &y_short.dl}, {"rstd", &r_short.dl}, {"x", &x_short.dl}, {"w", &w.dl}});
-  }, "tensors", "prepare a launch for it");
-  Mat big(DType::bf16, T + 1, H);
-  DLTensor shifted = a.x.dl;
-  shifted.data = big.dl.data;
-  shifted.byte_offset = 16;
-  test::expect_argument_error([&] {
-    ops::rebind(fwd, {{"y", &a.y.dl}, {"rstd", &a.rstd.dl}, {"x", &shifted}, {"w", &w.dl}});
-  }, "tensors", "another problem");
-  test::expect_argument_error([&] { ops::rebind(fwd, {{"y", &a.y.dl}, {"x", &a.x.dl}, {"w", &w.dl}}); }, "rstd",
-                              "missing");
-  // Still bound to b: a launch now writes b's outputs again and leaves a's alone.
-  b.y.poison();
-  fwd.launch(nullptr);
-  EXPECT_EQ(b.y.download<uint16_t>(), c.y.download<uint16_t>());
-  for (auto v : a.y.download<uint16_t>()) ASSERT_EQ(v, 0xffff);
-  Launch moved = std::move(fwd);
-  test::expect_argument_error([&] { ops::rebind(fwd, b.fwd()); }, "launch", "nothing to rebind");
-
-  // External memory: the backward's scratch from the caller's block, the same bits.
-  ops::OpOptions ext;
-  ext.external_memory = true;
-  Launch bwd_ext = ops::prepare(rt, "rmsnorm.bwd", b.bwd(), ext);
-  ASSERT_GT(bwd_ext.memory_bytes(), 0u) << bwd_ext.describe();
-  EXPECT_THROW(bwd_ext.launch(nullptr), Error);  // no memory given yet
-  test::expect_argument_error([&] { ops::rebind(bwd_ext, b.bwd()); }, "memory", "null");
-  DeviceBuffer small(bwd_ext.memory_bytes() / 2), block(bwd_ext.memory_bytes());
-  test::expect_argument_error([&] { ops::rebind(bwd_ext, b.bwd(), small.get()); }, "memory", "past its allocation");
-  test::expect_argument_error([&] { ops::rebind(bwd, b.bwd(), block.get()); }, "memory", "owns its memory");
-  b.dx.poison(), b.dw.poison();
-  ops::rebind(bwd_ext, b.bwd(), block.get());
-  bwd_ext.launch(nullptr);
-  EXPECT_EQ(b.dx.download<uint16_t>(), c.dx.download<uint16_t>());
-  EXPECT_EQ(b.dw.download<uint16_t>(), c.dw.download<uint16_t>());
-  EXPECT_THROW(ops::run(rt, "rmsnorm.bwd", b.bwd(), nullptr, ext), ArgumentError);
 }
 
 }  // namespace
