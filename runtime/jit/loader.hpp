@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,11 @@ class Loader {
   // function and size; later calls with the same or a smaller size cost a map lookup.
   void ensure_dynamic_smem(CUfunction f, int bytes);
 
+  // How many blocks of `f` (threads, dynamic shared memory bytes, opted in here first) one SM
+  // holds at once: the driver's occupancy answer, asked once per function and geometry (a
+  // persistent kernel's binder asks at every rebind).
+  int resident_blocks(CUfunction f, int threads, int smem);
+
   // Whether `build`'s binary is in memory (or being loaded) already.
   bool holds(const Build& build);
 
@@ -134,6 +140,7 @@ class Loader {
   std::mutex module_mu_;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedModule>> modules_;
   std::map<CUfunction, int> dynamic_smem_;  // under module_mu_: the size each function opted in to
+  std::map<std::tuple<CUfunction, int, int>, int> resident_;  // under module_mu_: resident_blocks' answers
   // The entry of binaries_ under `key`, if there is one (done or under way).
   std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known_binary(const std::string& key);
   // Loads the program's kernel into `ctx` and publishes it in `swap`; failures are logged and

@@ -28,10 +28,7 @@ const PlanResult* plan_or_throw(Runtime& rt, const Problem& problem, const Devic
 }
 
 int resident_blocks(Runtime& rt, CUfunction fn, int threads, int smem) {
-  loader_of(rt).ensure_dynamic_smem(fn, smem);
-  int per_sm = 0;
-  CAKE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, size_t(smem)));
-  return per_sm;
+  return loader_of(rt).resident_blocks(fn, threads, smem);
 }
 
 int64_t int_param_or_zero(const PlannedStage& s, const char* name) {
