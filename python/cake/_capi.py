@@ -78,6 +78,7 @@ class Library:
         lib.cake_launch_run.argtypes = [vp, vp]
         lib.cake_launch_rebind.argtypes = [vp, ctypes.c_int, ctypes.POINTER(cp), ctypes.POINTER(ctypes.POINTER(DLTensor)),
                                            vp]
+        lib.cake_launch_rebind_data.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), vp]
         lib.cake_launch_memory_bytes.argtypes = [vp]
         lib.cake_launch_memory_bytes.restype = ctypes.c_size_t
         lib.cake_launch_free.argtypes = [vp]

@@ -31,29 +31,31 @@ def tensor_args(tensors):
 
 
 class Rebinder:
-    """cake.torch's fast path: rebinds one launch, again and again, to tensors laid out as the
-    ones it was made from (the same names, shapes, strides, dtypes and device, in the same
-    order; the caller guarantees it, as cake.torch's Calls does by keying launches on the
-    layout). The DLTensors are built once and a call writes only the addresses. It holds no
-    tensor between calls. Not part of the public API: Launch.rebind checks a new layout."""
+    """cake.torch's fast path: runs one launch, again and again, on tensors laid out as the
+    ones of its last checked bind (the same names, shapes, strides, dtypes and device, in the
+    same order; the caller guarantees it, as cake.torch's Calls does by keying launches on the
+    layout), given by their addresses alone (cake_launch_rebind_data: alignment, null and
+    overlap checked, the layout not). It holds no tensor between calls. Not part of the
+    public API: Launch.rebind checks a new layout."""
 
-    def __init__(self, launch, tensors):
-        self._launch = launch
+    def __init__(self, launch, n):
         launch._keep = None  # prepare's tensors: every run here follows a rebind to new ones
-        self._n, self._names, self._ptrs, keep = tensor_args(tensors)
-        self._dls = keep[0]
-        for d in self._dls:
-            d._keep = d._keep[:2]  # the shape and stride arrays only
+        self._launch = launch
+        lib = launch._lib
+        self._h, self._check = launch._h, lib.check
+        self._rebind, self._run = lib.lib.cake_launch_rebind_data, lib.lib.cake_launch_run
+        self._n, self._data = n, (ctypes.c_void_p * n)()
         self.memory_bytes = launch.memory_bytes
 
-    def rebind(self, tensors, memory=None):
-        """tensors: in the order given at construction. memory: as Launch.rebind takes it."""
-        for d, t in zip(self._dls, tensors):
-            d.data = t.data_ptr()
-        self._launch._rebind(self._n, self._names, self._ptrs, memory)
-
-    def run(self, stream=None):
-        self._launch.run(stream)
+    def run(self, addresses, memory, stream):
+        """addresses: the tensors' data pointers in the bind's order; memory: the block's
+        address (external memory) or None; stream: a raw CUstream handle."""
+        self._data[:] = addresses
+        status = self._rebind(self._h, self._n, self._data, memory)
+        if status == 0:
+            status = self._run(self._h, stream)
+        if status != 0:
+            self._check(status)
 
 
 class Launch:

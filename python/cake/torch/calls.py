@@ -1,6 +1,7 @@
 """Prepared launches by problem, for the torch ops: the first call of a problem (op, shapes,
-strides, dtypes, alignments, device, options) prepares a launch, later calls rebind it to
-their tensors (checked, no plan lookup, no load) and launch it on torch's current stream. The
+strides, dtypes, alignments, device, options) prepares a launch, later calls bind it to
+their tensors' addresses (the layout is the key, so only alignment, null and overlap are
+checked; no plan lookup, no load) and launch it on torch's current stream. The
 scratch, counters and workspace a launch needs come from torch's caching allocator at each
 call (external memory), in the order of the stream the call runs on, so torch sees and
 reuses them and one problem may run on several streams. Prepare before a CUDA graph capture
@@ -18,12 +19,6 @@ import cake
 from cake.runtime import Rebinder
 
 _log = logging.getLogger("cake")
-
-
-def _meta(t):
-    p = t.data_ptr()
-    # The largest power of two (<= 256) dividing the address, as cake's problem records it.
-    return (t.get_device(), t.shape, t.stride(), t.dtype, min(256, (p & -p) or 256))
 
 
 # torch's current stream of a device as a raw handle: the private call takes a tenth of the
@@ -60,19 +55,35 @@ class Calls:
         options["deterministic"] = deterministic
         return options
 
-    def run(self, op, tensors, deterministic=True, **options):
+    def run(self, op, tensors, fresh=(), deterministic=True, **options):
         """Runs `op` on `tensors` (by argument name; None leaves an optional one out) on the
-        current stream of their device."""
-        options = self.options(deterministic, **options)
-        # In the caller's order: the key names every tensor, so a problem given in another
-        # order is another key, never another tensor bound to a name.
-        given = [(k, t) for k, t in tensors.items() if t is not None]
-        key = (op, tuple((k, _meta(t)) for k, t in given), tuple(sorted(options.items())))
+        current stream of their device. fresh: the names of outputs the caller has just
+        allocated from torch, contiguous, with shapes and dtypes that follow from the other
+        tensors' (the key names them only; cake still checks their alignment and overlap)."""
+        options = self.options(deterministic, **options) if not deterministic else dict(options, deterministic=True)
+        # The layout cake's problem records and rebind_data trusts: every tensor's name (in the
+        # caller's order: a problem given in another order is another key, never another tensor
+        # bound to a name), device, shape, strides, dtype, and the largest power of two (<= 256)
+        # dividing its address.
+        data, layout, device = [], [], None
+        for k, t in tensors.items():
+            if t is None:
+                continue
+            p = t.data_ptr()
+            data.append(p)
+            if k in fresh:
+                layout.append(k)
+            else:
+                if device is None:
+                    device = t.get_device()
+                layout.append((k, t.get_device(), t.shape, t.stride(), t.dtype, min(256, (p & -p) or 256)))
+        key = (op, tuple(layout), tuple(options.items()))
         with self._lock:
             bound = self._launches.get(key)
             if bound is None:
-                launch = self.runtime.prepare(op, **dict(given), external_memory=True, **options)
-                bound = Rebinder(launch, dict(given))
+                given = {k: t for k, t in tensors.items() if t is not None}
+                launch = self.runtime.prepare(op, **given, external_memory=True, **options)
+                bound = Rebinder(launch, len(given))
                 self._launches[key] = bound
                 if len(self._launches) > self._max:
                     # A launch owns no device memory (it comes from torch at each call) and
@@ -81,12 +92,13 @@ class Calls:
                     self._launches.popitem(last=False)
             else:
                 self._launches.move_to_end(key)
-            first = given[0][1]
             size = bound.memory_bytes
-            memory = torch.empty(size, dtype=torch.uint8, device=first.device) if size else None
-            bound.rebind([t for _, t in given], memory)
-            # `memory` goes back to torch's pool in this stream's order.
-            bound.run(_current_stream(first.get_device()))
+            if size:
+                # The block goes back to torch's pool in this stream's order when `memory` dies.
+                memory = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
+                bound.run(data, memory.data_ptr(), _current_stream(device))
+            else:
+                bound.run(data, None, _current_stream(device))
 
     def clear(self):
         """Frees every prepared launch (their scratch) and forgets the problems."""

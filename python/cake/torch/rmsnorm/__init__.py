@@ -14,36 +14,40 @@ __all__ = ["rms_norm"]
 def _rows(t):
     """[..., H] as [T, H] rows the kernels take (row stride a multiple of 8, unit inner stride)."""
     if t.is_contiguous():  # the common case, without the stride checks' cost
-        return t.view(-1, t.shape[-1])
+        return t if t.dim() == 2 else t.view(-1, t.shape[-1])
     rows = t.reshape(-1, t.shape[-1])
     ok = rows.stride(-1) == 1 and rows.stride(0) >= rows.shape[1] and rows.stride(0) % 8 == 0
     return rows if ok else rows.contiguous()
 
 
+def _like(x):
+    """A new contiguous tensor of x's shape and dtype (empty_like: less than half the host time of torch.empty)."""
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _rstd(x):
+    return x.new_empty((x.numel() // x.shape[-1],), dtype=torch.float32)
+
+
 def _fwd_impl(x: torch.Tensor, w: torch.Tensor, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
-    xr = _rows(x)
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    rstd = torch.empty(xr.shape[0], dtype=torch.float32, device=x.device)
-    calls.run("rmsnorm.fwd", {"y": y.view(-1, x.shape[-1]), "rstd": rstd, "x": xr, "w": w}, eps=eps)
+    y, rstd = _like(x), _rstd(x)
+    calls.run("rmsnorm.fwd", {"y": _rows(y), "rstd": rstd, "x": _rows(x), "w": w}, ("y", "rstd"), eps=eps)
     return y, rstd
 
 
 def _fwd_res_impl(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor,
                   eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    xr, rr = _rows(x), _rows(residual)
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    rstd = torch.empty(xr.shape[0], dtype=torch.float32, device=x.device)
-    calls.run("rmsnorm.fwd", {"y": y.view(-1, x.shape[-1]), "rstd": rstd, "x": xr, "residual": rr,
-                              "h_out": h.view(-1, x.shape[-1]), "w": w}, eps=eps)
+    y, h, rstd = _like(x), _like(x), _rstd(x)
+    calls.run("rmsnorm.fwd", {"y": _rows(y), "rstd": rstd, "x": _rows(x), "residual": _rows(residual),
+                              "h_out": _rows(h), "w": w}, ("y", "rstd", "h_out"), eps=eps)
     return y, h, rstd
 
 
 def _bwd_impl(dy: torch.Tensor, h: torch.Tensor, rstd: torch.Tensor, w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    dx = torch.empty(h.shape, dtype=h.dtype, device=h.device)
-    dw = torch.empty_like(w)
-    calls.run("rmsnorm.bwd", {"dx": dx.view(-1, h.shape[-1]), "dw": dw, "dy": _rows(dy), "x": _rows(h),
-                              "rstd": rstd, "w": w})
+    dx = _like(h)
+    dw = torch.empty_like(w, memory_format=torch.contiguous_format)
+    calls.run("rmsnorm.bwd", {"dx": _rows(dx), "dw": dw, "dy": _rows(dy), "x": _rows(h), "rstd": rstd, "w": w},
+              ("dx", "dw"))
     return dx, dw
 
 
