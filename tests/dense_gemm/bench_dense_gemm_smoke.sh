@@ -6,7 +6,7 @@
 set -uo pipefail
 cakec=$1
 fail() { echo "FAIL: $*"; exit 1; }
-out=$("$cakec" bench dense_gemm --k 512 --n 32 128 --t 1 4097 --reps 3 2>&1)
+out=$("$cakec" bench dense_gemm --k 512 --n 32 200 --t 1 4097 --reps 3 2>&1)
 rc=$?
 if [ "$rc" != 0 ] && grep -q "needs a GPU" <<<"$out"; then
   echo "SKIP: $out"
@@ -22,9 +22,12 @@ for op in fwd dgrad wgrad wgrad_acc; do
     fail "$op: expected four rows checked ok with a cuBLASLt time"
 done
 grep -q "wgrad_acc_f32_fused" <<<"$out" || fail "wgrad_acc does not name its fused route"
-# deterministic = false: at T 4097 the split over T (reduce-added), checked ok like the others.
-[ "$(awk '$1 == "wgrad_acc_nd" && $4 == 4097 && $12 == "ok" && $11 ~ /reduce/' <<<"$out" | wc -l)" = 2 ] ||
-  fail "wgrad_acc_nd: expected the reduce split at T 4097, checked ok"
+# deterministic = false: at T 4097 and N 200 (the split's window is N 136-256) the split over T
+# (reduce-added), checked ok like the others; at N 32 the deterministic route.
+[ "$(awk '$1 == "wgrad_acc_nd" && $3 == 200 && $4 == 4097 && $12 == "ok" && $11 ~ /reduce/' <<<"$out" | wc -l)" = 1 ] ||
+  fail "wgrad_acc_nd: expected the reduce split at N 200, T 4097, checked ok"
+[ "$(awk '$1 == "wgrad_acc_nd" && $3 == 32 && $12 == "ok" && $11 !~ /reduce/' <<<"$out" | wc -l)" = 2 ] ||
+  fail "wgrad_acc_nd: expected the deterministic route at N 32, checked ok"
 # A step row: dgrad then the accumulating wgrad, both checked, both routes named.
 [ "$(awk '$1 == "step" && $2 == 512 && $12 == "ok" && $0 !~ /BAD/ && gsub(/ \/ ok /, "&") == 1 && $11 ~ /\+/' <<<"$out" | wc -l)" = 4 ] ||
   fail "step: expected four rows, each GEMM checked ok, two routes"
