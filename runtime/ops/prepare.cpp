@@ -175,9 +175,9 @@ std::shared_ptr<const LaunchOrigin> origin_of(Runtime& rt, const std::string& op
   o->sms = c.dc.info->sm_count;
   using Kind = LaunchOrigin::Kind;
   o->kind = c.plan.noop ? Kind::noop : c.plan.zero_fill_bytes > 0 ? Kind::zero_fill : Kind::kernels;
-  if (o->kind == Kind::zero_fill)
+  if (o->kind == Kind::zero_fill)  // the output the fill clears (an empty input may share its address)
     for (const BoundTensor& t : c.bound)
-      if (t.data == c.plan.zero_fill) o->zero_fill_arg = t.name;
+      if (t.output && t.data == c.plan.zero_fill && o->zero_fill_arg.empty()) o->zero_fill_arg = t.name;
   return o;
 }
 
