@@ -66,7 +66,7 @@ void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory = 0)
 // that an output meets another tensor only as it did then (apart, or the very same tensor);
 // `memory` as rebind takes it (null and alignment only). Not checked, unlike rebind: that the
 // memory is the device's and spans the tensor, so a broken promise is a wrong address in a
-// kernel. Nothing is planned, allocated or asked of the driver: a few hundred nanoseconds.
+// kernel. Nothing is planned, loaded or allocated on the device; the binders pack again.
 // An ArgumentError, the launch unchanged, when a check fails.
 void rebind_data(Launch& launch, const CUdeviceptr* data, size_t n, CUdeviceptr memory = 0);
 

@@ -330,12 +330,15 @@ void Loader::ensure_dynamic_smem(CUfunction f, int bytes) {
 }
 
 int Loader::resident_blocks(CUfunction f, int threads, int smem) {
-  ensure_dynamic_smem(f, smem);
-  std::lock_guard lock(module_mu_);
   const auto key = std::make_tuple(f, threads, smem);
-  if (const auto it = resident_.find(key); it != resident_.end()) return it->second;
+  {
+    std::lock_guard lock(resident_mu_);
+    if (const auto it = resident_.find(key); it != resident_.end()) return it->second;
+  }
+  ensure_dynamic_smem(f, smem);
   int per_sm = 0;
   CAKE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, threads, size_t(smem)));
+  std::lock_guard lock(resident_mu_);
   resident_[key] = per_sm;
   return per_sm;
 }

@@ -140,7 +140,10 @@ class Loader {
   std::mutex module_mu_;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedModule>> modules_;
   std::map<CUfunction, int> dynamic_smem_;  // under module_mu_: the size each function opted in to
-  std::map<std::tuple<CUfunction, int, int>, int> resident_;  // under module_mu_: resident_blocks' answers
+  // resident_blocks' answers, under their own mutex: a rebind on a training thread must not
+  // wait behind a module load holding module_mu_.
+  std::mutex resident_mu_;
+  std::map<std::tuple<CUfunction, int, int>, int> resident_;
   // The entry of binaries_ under `key`, if there is one (done or under way).
   std::optional<std::shared_future<std::shared_ptr<const LoadedBinary>>> known_binary(const std::string& key);
   // Loads the program's kernel into `ctx` and publishes it in `swap`; failures are logged and

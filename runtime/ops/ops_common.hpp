@@ -58,6 +58,7 @@ struct LaunchOrigin {
   int64_t sms = 0;                   // the device's, for the per-SM workspace
   enum class Kind { kernels, noop, zero_fill } kind = Kind::kernels;
   std::string zero_fill_arg;         // the tensor a zero fill clears
+  size_t zero_fill_bytes = 0;        // and how many bytes of it
 };
 }  // namespace cake
 

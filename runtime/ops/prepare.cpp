@@ -175,9 +175,10 @@ std::shared_ptr<const LaunchOrigin> origin_of(Runtime& rt, const std::string& op
   o->sms = c.dc.info->sm_count;
   using Kind = LaunchOrigin::Kind;
   o->kind = c.plan.noop ? Kind::noop : c.plan.zero_fill_bytes > 0 ? Kind::zero_fill : Kind::kernels;
+  o->zero_fill_bytes = c.plan.zero_fill_bytes;
   if (o->kind == Kind::zero_fill)  // the output the fill clears (an empty input may share its address)
     for (const BoundTensor& t : c.bound)
-      if (t.output && t.data == c.plan.zero_fill && o->zero_fill_arg.empty()) o->zero_fill_arg = t.name;
+      if (t.output && t.bytes > 0 && t.data == c.plan.zero_fill && o->zero_fill_arg.empty()) o->zero_fill_arg = t.name;
   return o;
 }
 
@@ -241,6 +242,14 @@ void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory) {
   const bool kernels = !p.noop && p.zero_fill_bytes == 0;
   std::shared_ptr<const LaunchOrigin> next =
       origin_of(rt, origin->op, origin->options, c, kernels ? binder_of(rt, c, origin->options) : Binder());
+  // An empty problem plans no problem to compare: what it launches (nothing, or a fill of so many
+  // bytes) must be the launch's.
+  if (next->kind != origin->kind || next->zero_fill_bytes != origin->zero_fill_bytes) {
+    const std::string what = p.noop ? "nothing to launch"
+                             : p.zero_fill_bytes ? "a zero fill of " + std::to_string(p.zero_fill_bytes) + " bytes"
+                                                 : "kernels";
+    throw ArgumentError("tensors", "make another problem (" + what + ") than the launch was prepared for: prepare a launch for it");
+  }
   if (p.zero_fill_bytes > 0) launch.repack([&](size_t, LaunchStage& s) { s.memset_ptr = p.zero_fill; });
   else if (kernels) bind_stages(launch, *next, p.args, memory);
   launch.set_origin(std::move(next));

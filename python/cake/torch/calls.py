@@ -55,11 +55,9 @@ class Calls:
         options["deterministic"] = deterministic
         return options
 
-    def run(self, op, tensors, fresh=(), deterministic=True, **options):
+    def run(self, op, tensors, deterministic=True, **options):
         """Runs `op` on `tensors` (by argument name; None leaves an optional one out) on the
-        current stream of their device. fresh: the names of outputs the caller has just
-        allocated from torch, contiguous, with shapes and dtypes that follow from the other
-        tensors' (the key names them only; cake still checks their alignment and overlap)."""
+        current stream of their device."""
         options = self.options(deterministic, **options) if not deterministic else dict(options, deterministic=True)
         # The layout cake's problem records and rebind_data trusts: every tensor's name (in the
         # caller's order: a problem given in another order is another key, never another tensor
@@ -71,12 +69,9 @@ class Calls:
                 continue
             p = t.data_ptr()
             data.append(p)
-            if k in fresh:
-                layout.append(k)
-            else:
-                if device is None:
-                    device = t.get_device()
-                layout.append((k, t.get_device(), t.shape, t.stride(), t.dtype, min(256, (p & -p) or 256)))
+            if device is None:
+                device = t.get_device()
+            layout.append((k, t.get_device(), t.shape, t.stride(), t.dtype, min(256, (p & -p) or 256)))
         key = (op, tuple(layout), tuple(options.items()))
         with self._lock:
             bound = self._launches.get(key)

@@ -44,7 +44,7 @@ def _rows(x, w):
 
 
 def _launch_fwd(y, x, w):
-    calls.run("dense_gemm.fwd", {"y": _as_rows(y, w), "x": _rows(x, w), "w": _weight(w)}, ("y",))
+    calls.run("dense_gemm.fwd", {"y": _as_rows(y, w), "x": _rows(x, w), "w": _weight(w)})
 
 
 def _out(x, w):
@@ -59,13 +59,13 @@ def _fwd_impl(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def _dgrad_impl(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     dx = g.new_empty(*g.shape[:-1], w.shape[-1])
-    calls.run("dense_gemm.dgrad", {"dx": _as_rows(dx, w), "dy": _rows(g, w), "w": _weight(w)}, ("dx",))
+    calls.run("dense_gemm.dgrad", {"dx": _as_rows(dx, w), "dy": _rows(g, w), "w": _weight(w)})
     return dx
 
 
 def _wgrad_impl(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     dw = w.new_empty(w.shape)  # contiguous [.., N, K], whatever w's layout
-    calls.run("dense_gemm.wgrad", {"dw": dw, "dy": _rows(g, w), "x": _rows(x, w)}, ("dw",))
+    calls.run("dense_gemm.wgrad", {"dw": dw, "dy": _rows(g, w), "x": _rows(x, w)})
     return dw
 
 

@@ -18,7 +18,7 @@ __all__ = ["grouped_mm"]
 
 
 def _launch_fwd(y, x, w, offs):
-    calls.run("grouped_gemm.fwd", {"y": y, "x": x, "w": w, "offs": offs}, ("y",))
+    calls.run("grouped_gemm.fwd", {"y": y, "x": x, "w": w, "offs": offs})
 
 
 def _out(x, w, offs):
@@ -33,13 +33,13 @@ def _fwd_impl(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Ten
 
 def _dgrad_impl(g: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     dx = g.new_empty(g.shape[0], w.shape[2])
-    calls.run("grouped_gemm.dgrad", {"dx": dx, "g": g, "w": w, "offs": offs}, ("dx",))
+    calls.run("grouped_gemm.dgrad", {"dx": dx, "g": g, "w": w, "offs": offs})
     return dx
 
 
 def _wgrad_impl(g: torch.Tensor, x: torch.Tensor, offs: torch.Tensor, e: int) -> torch.Tensor:
     dw = g.new_empty(e, g.shape[1], x.shape[1])
-    calls.run("grouped_gemm.wgrad", {"dw": dw, "g": g, "x": x, "offs": offs}, ("dw",))
+    calls.run("grouped_gemm.wgrad", {"dw": dw, "g": g, "x": x, "offs": offs})
     return dw
 
 

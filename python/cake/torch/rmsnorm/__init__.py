@@ -31,7 +31,7 @@ def _rstd(x):
 
 def _fwd_impl(x: torch.Tensor, w: torch.Tensor, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
     y, rstd = _like(x), _rstd(x)
-    calls.run("rmsnorm.fwd", {"y": _rows(y), "rstd": rstd, "x": _rows(x), "w": w}, ("y", "rstd"), eps=eps)
+    calls.run("rmsnorm.fwd", {"y": _rows(y), "rstd": rstd, "x": _rows(x), "w": w}, eps=eps)
     return y, rstd
 
 
@@ -39,15 +39,14 @@ def _fwd_res_impl(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor,
                   eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     y, h, rstd = _like(x), _like(x), _rstd(x)
     calls.run("rmsnorm.fwd", {"y": _rows(y), "rstd": rstd, "x": _rows(x), "residual": _rows(residual),
-                              "h_out": _rows(h), "w": w}, ("y", "rstd", "h_out"), eps=eps)
+                              "h_out": _rows(h), "w": w}, eps=eps)
     return y, h, rstd
 
 
 def _bwd_impl(dy: torch.Tensor, h: torch.Tensor, rstd: torch.Tensor, w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     dx = _like(h)
     dw = torch.empty_like(w, memory_format=torch.contiguous_format)
-    calls.run("rmsnorm.bwd", {"dx": _rows(dx), "dw": dw, "dy": _rows(dy), "x": _rows(h), "rstd": rstd, "w": w},
-              ("dx", "dw"))
+    calls.run("rmsnorm.bwd", {"dx": _rows(dx), "dw": dw, "dy": _rows(dy), "x": _rows(h), "rstd": rstd, "w": w})
     return dx, dw
 
 

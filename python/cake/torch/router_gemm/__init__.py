@@ -33,7 +33,7 @@ def _rows(t):
 
 
 def _launch_fwd(logits, x, w):
-    calls.run("router_gemm.fwd", {"logits": _flat(logits), "x": _rows(x), "w": _rows(w)}, ("logits",))
+    calls.run("router_gemm.fwd", {"logits": _flat(logits), "x": _rows(x), "w": _rows(w)})
 
 
 def _out(x, w):
@@ -48,13 +48,13 @@ def _fwd_impl(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def _dgrad_impl(g: torch.Tensor, w: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
     dx = g.new_empty(*g.shape[:-1], w.shape[1], dtype=x_dtype)
-    calls.run("router_gemm.dgrad", {"dx": _flat(dx), "dlogits": _rows(g), "w": _rows(w)}, ("dx",))
+    calls.run("router_gemm.dgrad", {"dx": _flat(dx), "dlogits": _rows(g), "w": _rows(w)})
     return dx
 
 
 def _wgrad_impl(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     dw = g.new_empty(g.shape[-1], x.shape[-1], dtype=torch.float32)
-    calls.run("router_gemm.wgrad", {"dw": dw, "dlogits": _rows(g), "x": _rows(x)}, ("dw",))
+    calls.run("router_gemm.wgrad", {"dw": dw, "dlogits": _rows(g), "x": _rows(x)})
     return dw
 
 
