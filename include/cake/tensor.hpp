@@ -24,6 +24,9 @@ struct TensorView {
   int alignment() const;  // largest power of two (<= 256) dividing the address
 };
 
+// The largest power of two (<= 256) dividing an address (256 for 0).
+int address_alignment(uintptr_t address);
+
 // Validates and converts: a CUDA tensor of a supported dtype, non-negative shape, a
 // non-null pointer when it holds elements.
 TensorView view(const DLTensor& t, const std::string& name);

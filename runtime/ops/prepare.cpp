@@ -125,6 +125,7 @@ CheckedCall check_call(Runtime& rt, const std::string& op, const NamedTensors& t
   std::vector<const TensorView*> views;
   for (const auto& [name, v] : call.tensors) views.push_back(&v);
   check_memory(c.dc, views, one_call);
+  if (one_call) return c;  // a one-call op is never rebound
   for (const auto& given : tensors) {
     const TensorView& v = call.tensors.at(given.first);
     const auto arg = std::find_if(spec->args.begin(), spec->args.end(), [&](const ArgSpec& a) { return a.name == v.name; });
@@ -135,20 +136,26 @@ CheckedCall check_call(Runtime& rt, const std::string& op, const NamedTensors& t
   return c;
 }
 
-// The block a rebind gives a launch: one with external memory needs one of memory_bytes()
-// (checked as a tensor's memory is: on the device, the whole extent allocated), 256-byte
-// aligned; one that owns its memory takes none.
-void check_launch_memory(const Launch& launch, const DeviceContext& dc, CUdeviceptr memory) {
+// The block a rebind gives a launch: one with external memory needs one of memory_bytes(),
+// 256-byte aligned; one that owns its memory takes none. This part asks no driver; true when
+// a block was given.
+bool check_launch_block(const Launch& launch, CUdeviceptr memory) {
   if (!launch.external_memory() || launch.memory_bytes() == 0) {
     if (memory != 0)
-      throw ArgumentError("memory", launch.external_memory() ? "given, but the launch needs none"
-                                                             : "given, but the launch owns its memory (prepare it with "
-                                                               "external_memory to give it yours)");
-    return;
+      throw ArgumentError("memory", launch.external_memory() ? "given, but the launch takes none"
+                                                             : "given, but the launch takes none (it owns its memory: "
+                                                               "prepare it with external_memory to give it yours)");
+    return false;
   }
   if (memory == 0)
     throw ArgumentError("memory", "null: the launch needs a block of " + std::to_string(launch.memory_bytes()) + " bytes");
   if (memory % 256 != 0) throw ArgumentError("memory", "must be 256-byte aligned");
+  return true;
+}
+
+// The checked rebind's: also on the device, the whole extent allocated (as a tensor's memory).
+void check_launch_memory(const Launch& launch, const DeviceContext& dc, CUdeviceptr memory) {
+  if (!check_launch_block(launch, memory)) return;
   int64_t words[1] = {int64_t(launch.memory_bytes() / 4)};
   DLTensor block{};
   block.data = reinterpret_cast<void*>(memory);
@@ -255,11 +262,6 @@ void rebind(Launch& launch, const NamedTensors& tensors, CUdeviceptr memory) {
   launch.set_origin(std::move(next));
 }
 
-namespace {
-// The largest power of two (<= 256) dividing an address, as TensorView::alignment says it.
-int alignment_of(uintptr_t a) { return a == 0 ? 256 : int(std::min<uintptr_t>(256, a & (~a + 1))); }
-}  // namespace
-
 void rebind_data(Launch& launch, const CUdeviceptr* data, size_t n, CUdeviceptr memory) {
   const std::shared_ptr<const LaunchOrigin> origin = launch.origin();
   if (!origin) throw ArgumentError("launch", "was not made by prepare (or was moved from): nothing to rebind");
@@ -273,8 +275,8 @@ void rebind_data(Launch& launch, const CUdeviceptr* data, size_t n, CUdeviceptr 
     if (t.bytes > 0 && data[i] == 0) throw ArgumentError(t.name, "null data pointer");
     if (data[i] > std::numeric_limits<uintptr_t>::max() - t.bytes)
       throw ArgumentError(t.name, "its extent runs past the end of the address space");
-    if (t.bytes > 0 && alignment_of(data[i]) < t.align)
-      throw ArgumentError(t.name, "is " + std::to_string(alignment_of(data[i])) + "-byte aligned; the launch was planned for " +
+    if (t.bytes > 0 && address_alignment(data[i]) < t.align)
+      throw ArgumentError(t.name, "is " + std::to_string(address_alignment(data[i])) + "-byte aligned; the launch was planned for " +
                                       std::to_string(t.align) + " bytes: rebind it with tensors, or prepare one");
   }
   // An output may meet another tensor only as it did at the checked bind: wholly apart, or as
@@ -286,13 +288,7 @@ void rebind_data(Launch& launch, const CUdeviceptr* data, size_t n, CUdeviceptr 
       if (data[i] < data[j] + b.bytes && data[j] < data[i] + a.bytes && !(a.data == b.data && data[i] == data[j]))
         throw ArgumentError(a.name, "overlaps '" + b.name + "' in memory");
     }
-  if (launch.external_memory() && launch.memory_bytes() > 0) {
-    if (memory == 0)
-      throw ArgumentError("memory", "null: the launch needs a block of " + std::to_string(launch.memory_bytes()) + " bytes");
-    if (memory % 256 != 0) throw ArgumentError("memory", "must be 256-byte aligned");
-  } else if (memory != 0) {
-    throw ArgumentError("memory", "given, but the launch takes none");
-  }
+  check_launch_block(launch, memory);
   if (o.kind == LaunchOrigin::Kind::noop) return;
   ArgMap args = o.args;
   for (size_t i = 0; i < n; ++i) args[o.tensors[i].name] = data[i];

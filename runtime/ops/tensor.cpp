@@ -26,11 +26,13 @@ uintptr_t TensorView::end() const {
   return data + uintptr_t(last + 1) * uintptr_t(dtype_size(dtype));
 }
 
-int TensorView::alignment() const {
+int address_alignment(uintptr_t address) {
   int a = 256;
-  while (a > 1 && data % uintptr_t(a) != 0) a /= 2;
+  while (a > 1 && address % uintptr_t(a) != 0) a /= 2;
   return a;
 }
+
+int TensorView::alignment() const { return address_alignment(data); }
 
 TensorView view(const DLTensor& t, const std::string& name) {
   TensorView v;
