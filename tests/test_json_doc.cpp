@@ -26,13 +26,40 @@ std::string refusal(std::string_view text) {
 TEST(JsonDoc, ValuesMatchNlohmann) {
   const std::string text = R"({"a": [1, -2, 3.5, 1e3, -0, 18446744073709551615, -9223372036854775809],
     "s": "x\"\\\/\b\f\n\r\t\u00e9\u20ac\ud83d\ude00 é", "t": true, "f": false, "n": null,
-    "o": {"": {}, "deep": [[[]]], "~/": 0}})";
+    "o": {"": {}, "deep": [[[]]], "~/": 0, "b": "\u0001\u001f\u007f"}, "e": [{}, [], ""]})";
   EXPECT_EQ(parse(text)->root().to_nlohmann(), nlohmann::json::parse(text));
 }
 
+// source() is how program params keep their text (parsed on first use): each value's own
+// text, brackets inside strings and escaped quotes included.
+TEST(JsonDoc, SourceIsTheValuesOwnText) {
+  const std::string text = R"( {"a": {"k": "}]\"{", "n": [1, {"x": -2.5e3}]}, "b": [ true , null ], "c": 17,
+    "d": "s\u0041"} )";
+  auto d = parse(text);
+  JsonValue v = d->root();
+  EXPECT_EQ(v.source(), text.substr(1, text.size() - 2));
+  ASSERT_TRUE(d->root().find("a", &v));
+  EXPECT_EQ(v.source(), R"({"k": "}]\"{", "n": [1, {"x": -2.5e3}]})");
+  EXPECT_EQ(nlohmann::json::parse(v.source()), v.to_nlohmann());
+  ASSERT_TRUE(d->root().find("b", &v));
+  EXPECT_EQ(v.source(), "[ true , null ]");
+  EXPECT_EQ(v.element(0).source(), "true");
+  ASSERT_TRUE(d->root().find("c", &v));
+  EXPECT_EQ(v.source(), "17");
+  ASSERT_TRUE(d->root().find("d", &v));
+  EXPECT_EQ(v.source(), R"("s\u0041")");
+  EXPECT_EQ(v.str(), "sA");
+  // parse_view reads the caller's text (no copy) and gives the same values.
+  auto view = JsonDoc::parse_view(text, "t.json");
+  EXPECT_EQ(view->root().to_nlohmann(), d->root().to_nlohmann());
+  EXPECT_EQ(view->root().source().data(), text.data() + 1);
+}
+
 TEST(JsonDoc, EveryEmbeddedRegistryDocumentMatchesNlohmann) {
-  for (const auto& s : Registry::embedded_sources())
-    EXPECT_EQ(JsonDoc::parse(s.text, s.file)->root().to_nlohmann(), nlohmann::json::parse(s.text)) << s.file;
+  for (const auto& s : Registry::embedded_sources()) {
+    const auto doc = JsonDoc::parse(s.text, s.file);
+    EXPECT_EQ(doc->root().to_nlohmann(), nlohmann::json::parse(s.text)) << s.file;
+  }
 }
 
 TEST(JsonDoc, NumbersKeepTheirKind) {

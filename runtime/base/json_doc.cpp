@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
+#include <cstring>
 
 #include "error.hpp"
 
@@ -19,6 +21,22 @@ constexpr auto kPlain = [] {
   return t;
 }();
 
+// Eight bytes at a time (a registry is 200 KB, half of it indentation): the word tests below
+// are exact as booleans (a borrow can only mark bytes above a byte that truly matches).
+inline uint64_t load8(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+inline uint64_t zero_byte(uint64_t v) { return (v - kOnes) & ~v & kHigh; }
+// The high bit of each byte that is not plain ('"', '\\', below 0x20 or from 0x80); the lowest
+// marked byte is the first such byte (little-endian loads).
+static_assert(std::endian::native == std::endian::little);
+inline uint64_t special_bytes(uint64_t v) {
+  return zero_byte(v ^ (kOnes * '"')) | zero_byte(v ^ (kOnes * '\\')) | ((v - kOnes * 0x20) & ~v & kHigh) | (v & kHigh);
+}
+
 // Recursive descent over the text; containers gather their children's node indices on one
 // stack and move them to the document's index array when they close.
 class JsonParser {
@@ -26,13 +44,12 @@ class JsonParser {
   JsonParser(std::string_view text, JsonDoc& doc) : t_(text), doc_(doc) {}
 
   void run() {
+    if (t_.size() > UINT32_MAX) fail_at(0, "document too large");
     if (t_.size() >= 3 && t_.substr(0, 3) == "\xEF\xBB\xBF") p_ = 3;
-    doc_.nodes_.reserve(t_.size() / 7 + 8);  // a registry document has a node per 8-16 bytes
-    doc_.kids_.reserve(t_.size() / 7 + 8);
-    doc_.strings_.reserve(t_.size() + 64);
-    doc_.strings_.assign(t_);  // strings without escapes are slices of it
+    doc_.nodes_.reserve(t_.size() / 12 + 8);  // a registry document has a node per 8-20 bytes
+    doc_.kids_.reserve(t_.size() / 12 + 8);
     skip_ws();
-    value(0, 0);
+    value(0);
     skip_ws();
     if (p_ != t_.size()) fail("unexpected content after the document");
   }
@@ -42,7 +59,6 @@ class JsonParser {
   size_t p_ = 0;
   JsonDoc& doc_;
   std::vector<uint32_t> stack_;
-  uint32_t pos_ = 0;  // the position of the next node among its parent's children
 
   [[noreturn]] void fail(const std::string& what) const { fail_at(p_, what); }
   [[noreturn]] void fail_at(size_t at, const std::string& what) const {
@@ -66,47 +82,71 @@ class JsonParser {
 
   char peek() const { return p_ < t_.size() ? t_[p_] : '\0'; }
   bool at_end() const { return p_ >= t_.size(); }
+  // Pretty-printed text is mostly runs of spaces after a newline: eight bytes at a time, the
+  // first that is not a space found by its lowest set bit.
   void skip_ws() {
-    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\n' || t_[p_] == '\r' || t_[p_] == '\t')) ++p_;
+    const char* d = t_.data();
+    const size_t n = t_.size();
+    size_t p = p_;
+    if (p < n && static_cast<unsigned char>(d[p]) > ' ') return;  // between tokens: mostly none
+    for (;;) {
+      if (p + 8 <= n) {
+        const uint64_t m = load8(d + p) ^ (kOnes * ' ');
+        if (m == 0) {
+          p += 8;
+          continue;
+        }
+        p += size_t(std::countr_zero(m)) / 8;
+      } else {
+        while (p < n && d[p] == ' ') ++p;
+      }
+      if (p < n && (d[p] == '\n' || d[p] == '\r' || d[p] == '\t')) {
+        ++p;
+        continue;
+      }
+      break;
+    }
+    p_ = p;
   }
 
-  // A node under `parent`, at position pos_ among its children (set by the container).
-  uint32_t add(Type type, uint32_t parent) {
+  // Nodes are numbered in document order, a container before its children (JsonValue::pointer
+  // relies on it).
+  uint32_t add(Type type) { return add(type, p_); }
+  uint32_t add(Type type, size_t at) {
     if (doc_.nodes_.size() >= UINT32_MAX) fail("document too large");
-    JsonDoc::Node n;
+    JsonDoc::Node& n = doc_.nodes_.emplace_back();
     n.type = type;
-    n.parent = parent;
-    n.pos = pos_;
-    doc_.nodes_.push_back(n);
+    n.at = uint32_t(at);
     return uint32_t(doc_.nodes_.size() - 1);
   }
 
-  uint32_t value(int depth, uint32_t parent) {
+  uint32_t value(int depth) {
     switch (peek()) {
-      case '{': return container(Type::object, depth + 1, parent);
-      case '[': return container(Type::array, depth + 1, parent);
-      case '"': return string(parent);
-      case 't': return literal("true", Type::boolean, true, parent);
-      case 'f': return literal("false", Type::boolean, false, parent);
-      case 'n': return literal("null", Type::null, false, parent);
+      case '{': return container(Type::object, depth + 1);
+      case '[': return container(Type::array, depth + 1);
+      case '"': return string();
+      case 't': return literal("true", Type::boolean, true);
+      case 'f': return literal("false", Type::boolean, false);
+      case 'n': return literal("null", Type::null, false);
       default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number(parent);
+        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number();
         fail("expected a value, found " + describe_here());
     }
   }
 
-  uint32_t literal(std::string_view word, Type type, bool b, uint32_t parent) {
+  uint32_t literal(std::string_view word, Type type, bool b) {
     if (t_.substr(p_, word.size()) != word) fail("expected a value, found " + describe_here());
+    uint32_t n = add(type);
     p_ += word.size();
-    uint32_t n = add(type, parent);
     doc_.nodes_[n].b = b;
     return n;
   }
 
-  uint32_t container(Type type, int depth, uint32_t parent) {
+  uint32_t container(Type type, int depth) {
     if (depth > JsonDoc::kMaxDepth) fail("nested deeper than " + std::to_string(JsonDoc::kMaxDepth) + " levels");
-    const size_t open = p_++;
-    const uint32_t self = add(type, parent);
+    const size_t open = p_;
+    const uint32_t self = add(type);
+    ++p_;
     const size_t base = stack_.size();
     const char close = type == Type::object ? '}' : ']';
     uint32_t count = 0;
@@ -117,15 +157,13 @@ class JsonParser {
       for (;;) {
         if (type == Type::object) {
           if (peek() != '"') fail("expected a member name (a string), found " + describe_here());
-          pos_ = count;
-          stack_.push_back(string(self));
+          stack_.push_back(string());
           skip_ws();
           if (peek() != ':') fail("expected ':' after a member name, found " + describe_here());
           ++p_;
           skip_ws();
         }
-        pos_ = count;
-        stack_.push_back(value(depth, self));
+        stack_.push_back(value(depth));
         ++count;
         skip_ws();
         if (peek() == ',') {
@@ -142,8 +180,8 @@ class JsonParser {
     }
     if (type == Type::object) check_unique_keys(base, count, open);
     JsonDoc::Node& n = doc_.nodes_[self];
-    n.first = uint32_t(doc_.kids_.size());
-    n.count = count;
+    n.span.first = uint32_t(doc_.kids_.size());
+    n.span.count = count;
     doc_.kids_.insert(doc_.kids_.end(), stack_.begin() + base, stack_.end());
     stack_.resize(base);
     return self;
@@ -151,16 +189,24 @@ class JsonParser {
 
   std::string_view text_of(uint32_t node) const {
     const JsonDoc::Node& n = doc_.nodes_[node];
-    return std::string_view(doc_.strings_).substr(n.first, n.count);
+    return std::string_view((n.decoded ? doc_.decoded_.data() : t_.data()) + n.span.first, n.span.count);
   }
 
   // A key given twice is refused: which one a reader sees would be the parser's choice.
   void check_unique_keys(size_t base, uint32_t count, size_t open) {
-    if (count <= 16) {  // pairwise: no allocation for the small objects a registry has
-      for (uint32_t i = 1; i < count; ++i)
-        for (uint32_t j = 0; j < i; ++j)
-          if (text_of(stack_[base + 2 * i]) == text_of(stack_[base + 2 * j]))
-            fail_at(open, "the object has member '" + std::string(text_of(stack_[base + 2 * i])) + "' twice");
+    if (count <= 16) {  // no allocation for the small objects a registry has
+      // A key is compared with the earlier ones only when its length and ends share a bit of
+      // `seen` with one of them: keys that differ there cannot be equal.
+      uint64_t seen = 0;
+      for (uint32_t i = 0; i < count; ++i) {
+        const std::string_view k = text_of(stack_[base + 2 * i]);
+        const uint64_t bit = uint64_t(1) << ((k.size() + (k.empty() ? 0 : 7 * k.front() + 13 * k.back())) & 63);
+        if (seen & bit)
+          for (uint32_t j = 0; j < i; ++j)
+            if (k == text_of(stack_[base + 2 * j]))
+              fail_at(open, "the object has member '" + std::string(k) + "' twice");
+        seen |= bit;
+      }
       return;
     }
     std::vector<std::string_view> keys;
@@ -171,23 +217,36 @@ class JsonParser {
     if (dup != keys.end()) fail_at(open, "the object has member '" + std::string(*dup) + "' twice");
   }
 
-  // A string without escapes is a slice of the text's copy at the head of strings_ (same
-  // offsets); one with escapes is decoded onto its tail.
-  uint32_t string(uint32_t parent) {
+  // A string without escapes is a slice of the text (same offsets); one with escapes is
+  // decoded onto decoded_.
+  uint32_t string() {
+    const uint32_t n = add(Type::string);
     const size_t start = ++p_;  // past the opening quote
     size_t first = start;
     for (;;) {  // plain bytes and valid UTF-8 up to the closing quote: nothing to copy
-      while (p_ < t_.size() && kPlain[static_cast<unsigned char>(t_[p_])]) ++p_;
+      for (;;) {
+        if (p_ + 8 > t_.size()) {
+          while (p_ < t_.size() && kPlain[static_cast<unsigned char>(t_[p_])]) ++p_;
+          break;
+        }
+        if (const uint64_t m = special_bytes(load8(t_.data() + p_))) {
+          p_ += size_t(std::countr_zero(m)) / 8;
+          break;
+        }
+        p_ += 8;
+      }
       if (at_end()) fail("a string is not closed");
       const unsigned char c = t_[p_];
       if (c < 0x80) break;
       p_ += utf8_length();
     }
     size_t end = p_;
+    bool decoded = false;
     if (t_[p_] == '"') {
       ++p_;
     } else {
-      std::string& out = doc_.strings_;
+      decoded = true;
+      std::string& out = doc_.decoded_;
       first = out.size();
       out.append(t_.data() + start, p_ - start);
       for (;;) {
@@ -214,9 +273,8 @@ class JsonParser {
       end = out.size();
     }
     if (end > UINT32_MAX) fail("document too large");
-    uint32_t n = add(Type::string, parent);
-    doc_.nodes_[n].first = uint32_t(first);
-    doc_.nodes_[n].count = uint32_t(end - first);
+    doc_.nodes_[n].span = {uint32_t(first), uint32_t(end - first)};
+    doc_.nodes_[n].decoded = decoded;
     return n;
   }
 
@@ -306,7 +364,7 @@ class JsonParser {
 
   bool digit() const { return p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9'; }
 
-  uint32_t number(uint32_t parent) {
+  uint32_t number() {
     const size_t start = p_;
     const bool negative = peek() == '-';
     if (negative) ++p_;
@@ -336,13 +394,13 @@ class JsonParser {
     if (integer) {
       int64_t i = 0;
       if (std::from_chars(b, e, i).ec == std::errc()) {
-        uint32_t n = add(Type::integer, parent);
+        uint32_t n = add(Type::integer, start);
         doc_.nodes_[n].i = i;
         return n;
       }
       uint64_t u = 0;
       if (!negative && std::from_chars(b, e, u).ec == std::errc()) {
-        uint32_t n = add(Type::integer, parent);
+        uint32_t n = add(Type::integer, start);
         doc_.nodes_[n].u = u;
         doc_.nodes_[n].is_unsigned = true;
         return n;
@@ -351,7 +409,7 @@ class JsonParser {
     double d = 0;
     if (std::from_chars(b, e, d).ec != std::errc())
       fail_at(start, "the number " + std::string(b, e) + " is out of a double's range");
-    uint32_t n = add(Type::number, parent);
+    uint32_t n = add(Type::number, start);
     doc_.nodes_[n].d = d;
     return n;
   }
@@ -360,8 +418,43 @@ class JsonParser {
 std::shared_ptr<const JsonDoc> JsonDoc::parse(std::string_view text, const std::string& file) {
   auto doc = std::make_shared<JsonDoc>();
   doc->file_ = file;
+  doc->own_.assign(text);
+  doc->text_ = doc->own_;
+  JsonParser(doc->text_, *doc).run();
+  return doc;
+}
+
+std::shared_ptr<const JsonDoc> JsonDoc::parse_view(std::string_view text, const std::string& file) {
+  auto doc = std::make_shared<JsonDoc>();
+  doc->file_ = file;
+  doc->text_ = text;
   JsonParser(text, *doc).run();
   return doc;
+}
+
+// The end of the value at `at` of text the parser accepted: its closing bracket found by
+// depth, strings (and the brackets in them) skipped whole.
+std::string_view JsonValue::source() const {
+  const std::string_view t = doc_->text_;
+  const size_t at = doc_->nodes_[node_].at;
+  size_t p = at;
+  int depth = 0;
+  do {
+    const char c = t[p++];
+    if (c == '"') {
+      while (t[p] != '"') p += t[p] == '\\' ? 2 : 1;
+      ++p;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (depth == 0) {  // a number or a literal: up to the next delimiter
+      while (p < t.size() && t[p] != ',' && t[p] != '}' && t[p] != ']' && t[p] != ' ' && t[p] != '\n' &&
+             t[p] != '\r' && t[p] != '\t')
+        ++p;
+    }
+  } while (depth > 0);
+  return t.substr(at, p - at);
 }
 
 const char* JsonValue::type_name() const {
@@ -377,26 +470,35 @@ const char* JsonValue::type_name() const {
   return "?";
 }
 
-void JsonValue::append_pointer(std::string& out) const {
-  if (node_ == 0) return;
-  const auto& n = doc_->nodes_[node_];
-  const JsonValue parent(doc_, n.parent);
-  parent.append_pointer(out);
-  out += '/';
-  if (!parent.is_object()) {
-    out += std::to_string(n.pos);
-    return;
-  }
-  for (char c : parent.key(n.pos)) {  // RFC 6901: '~' -> "~0", '/' -> "~1"
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-}
-
+// Walks down from the root: children are numbered after their container and before its
+// next sibling, so the child holding node_ is the last one numbered at or below it.
 std::string JsonValue::pointer() const {
   std::string out;
-  append_pointer(out);
+  uint32_t at = 0;
+  while (at != node_) {
+    const JsonDoc::Node& n = doc_->nodes_[at];
+    if ((n.type != Type::object && n.type != Type::array) || n.span.count == 0) break;  // not below `at`
+    const bool object = n.type == Type::object;
+    const uint32_t step = object ? 2 : 1;
+    const uint32_t* kids = doc_->kids_.data() + n.span.first;
+    uint32_t lo = 0, hi = n.span.count;  // the last child (value) numbered <= node_
+    while (hi - lo > 1) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (kids[mid * step + step - 1] <= node_) lo = mid;
+      else hi = mid;
+    }
+    out += '/';
+    if (!object) {
+      out += std::to_string(lo);
+    } else {
+      for (char c : JsonValue(doc_, kids[lo * 2]).str()) {  // RFC 6901: '~' -> "~0", '/' -> "~1"
+        if (c == '~') out += "~0";
+        else if (c == '/') out += "~1";
+        else out += c;
+      }
+    }
+    at = kids[lo * step + step - 1];
+  }
   return out;
 }
 
@@ -410,12 +512,12 @@ nlohmann::json JsonValue::to_nlohmann() const {
     case Type::string: return std::string(str());
     case Type::array: {
       auto j = nlohmann::json::array();
-      for (size_t i = 0; i < n.count; ++i) j.push_back(element(i).to_nlohmann());
+      for (size_t i = 0; i < n.span.count; ++i) j.push_back(element(i).to_nlohmann());
       return j;
     }
     case Type::object: {
       auto j = nlohmann::json::object();
-      for (size_t i = 0; i < n.count; ++i) j[std::string(key(i))] = member(i).to_nlohmann();
+      for (size_t i = 0; i < n.span.count; ++i) j[std::string(key(i))] = member(i).to_nlohmann();
       return j;
     }
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -44,15 +45,16 @@ class JsonValue {
   inline uint64_t uint64() const;
 
   const JsonDoc& doc() const { return *doc_; }
+  // The value's text as the document has it (whitespace and all).
+  std::string_view source() const;
   // The RFC 6901 pointer of this value in its document ("" for the root).
   std::string pointer() const;
-  // The same value as an nlohmann::json (for the few places that keep one, e.g. params).
+  // The same value as an nlohmann::json.
   nlohmann::json to_nlohmann() const;
 
  private:
   friend class JsonDoc;
   JsonValue(const JsonDoc* doc, uint32_t node) : doc_(doc), node_(node) {}
-  void append_pointer(std::string& out) const;
   const JsonDoc* doc_;
   uint32_t node_;
 };
@@ -63,6 +65,8 @@ class JsonDoc {
   // in one object, nesting deeper than kMaxDepth, a number a double cannot hold. Throws
   // RegistryError(file, "not valid JSON: line L, column C: ...").
   static std::shared_ptr<const JsonDoc> parse(std::string_view text, const std::string& file);
+  // The same without a copy of the text: the document reads it, so it must outlive the document.
+  static std::shared_ptr<const JsonDoc> parse_view(std::string_view text, const std::string& file);
   static constexpr int kMaxDepth = 256;
 
   JsonValue root() const { return JsonValue(this, 0); }
@@ -71,24 +75,32 @@ class JsonDoc {
  private:
   friend class JsonValue;
   friend class JsonParser;
+  // 16 bytes: a value's type and its payload. Where a node sits (its parent, its key) is not
+  // stored: only an error message asks, and JsonValue::pointer() finds it from the root.
+  struct Span {
+    uint32_t first;  // string: offset in text_ (or decoded_); container: offset in kids_
+    uint32_t count;  // string: bytes; array: elements; object: members
+  };
   struct Node {
     JsonValue::Type type;
     bool is_unsigned = false;  // an integer above INT64_MAX (bits in `u`)
-    uint32_t parent = 0;       // the root is its own parent
-    uint32_t pos = 0;          // index among the parent's elements or members
-    uint32_t first = 0;        // string: offset in strings_; container: offset in kids_
-    uint32_t count = 0;        // string: bytes; array: elements; object: members
+    bool decoded = false;      // a string that had escapes: its text is in decoded_
+    uint32_t at = 0;           // where the value starts in text_
     union {
+      Span span;
       int64_t i = 0;
       uint64_t u;
       double d;
       bool b;
     };
   };
+  static_assert(sizeof(Node) == 16);
   std::string file_;
   std::vector<Node> nodes_;
   std::vector<uint32_t> kids_;  // an object's run alternates key node, value node
-  std::string strings_;         // the text, then the strings that had escapes, decoded
+  std::string own_;             // the text, when the document keeps a copy
+  std::string_view text_;       // the text: own_ or the caller's
+  std::string decoded_;         // the strings that had escapes, decoded
 };
 
 // The accessors are inline: a registry load makes tens of thousands of them.
@@ -96,24 +108,25 @@ JsonValue::Type JsonValue::type() const { return doc_->nodes_[node_].type; }
 
 size_t JsonValue::size() const {
   const auto& n = doc_->nodes_[node_];
-  return n.type == Type::array || n.type == Type::object ? n.count : 0;
+  return n.type == Type::array || n.type == Type::object ? n.span.count : 0;
 }
 
-JsonValue JsonValue::element(size_t i) const { return {doc_, doc_->kids_[doc_->nodes_[node_].first + i]}; }
+JsonValue JsonValue::element(size_t i) const { return {doc_, doc_->kids_[doc_->nodes_[node_].span.first + i]}; }
 
 std::string_view JsonValue::key(size_t i) const {
-  return JsonValue(doc_, doc_->kids_[doc_->nodes_[node_].first + 2 * i]).str();
+  return JsonValue(doc_, doc_->kids_[doc_->nodes_[node_].span.first + 2 * i]).str();
 }
 
-JsonValue JsonValue::member(size_t i) const { return {doc_, doc_->kids_[doc_->nodes_[node_].first + 2 * i + 1]}; }
+JsonValue JsonValue::member(size_t i) const { return {doc_, doc_->kids_[doc_->nodes_[node_].span.first + 2 * i + 1]}; }
 
 bool JsonValue::find(std::string_view k, JsonValue* out) const {
   const auto& n = doc_->nodes_[node_];
   if (n.type != Type::object) return false;
-  const uint32_t* kid = doc_->kids_.data() + n.first;
-  for (uint32_t i = 0; i < n.count; ++i, kid += 2) {
+  const uint32_t* kid = doc_->kids_.data() + n.span.first;
+  for (uint32_t i = 0; i < n.span.count; ++i, kid += 2) {
     const auto& key = doc_->nodes_[kid[0]];
-    if (key.count == k.size() && doc_->strings_.compare(key.first, key.count, k) == 0) {
+    if (key.span.count == k.size() &&
+        std::memcmp((key.decoded ? doc_->decoded_.data() : doc_->text_.data()) + key.span.first, k.data(), k.size()) == 0) {
       *out = JsonValue(doc_, kid[1]);
       return true;
     }
@@ -123,7 +136,7 @@ bool JsonValue::find(std::string_view k, JsonValue* out) const {
 
 std::string_view JsonValue::str() const {
   const auto& n = doc_->nodes_[node_];
-  return std::string_view(doc_->strings_.data() + n.first, n.count);
+  return std::string_view((n.decoded ? doc_->decoded_.data() : doc_->text_.data()) + n.span.first, n.span.count);
 }
 
 bool JsonValue::boolean() const { return doc_->nodes_[node_].b; }
