@@ -13,12 +13,12 @@ include(CMakePackageConfigHelpers)
 # Everything include/cake/ includes from the layers, by name: the consumer test fails to
 # compile when one is missing.
 set(CAKE_LAYER_HEADERS
-  runtime/base/arch.hpp runtime/base/error.hpp runtime/base/folder_trust.hpp
+  runtime/base/arch.hpp runtime/base/error.hpp runtime/base/folder_trust.hpp runtime/base/json_doc.hpp
   runtime/cuda/driver.hpp runtime/cuda/driver_types.hpp
   runtime/jit/disk_cache.hpp runtime/jit/loader.hpp runtime/jit/nvrtc.hpp runtime/jit/prebuild.hpp
   runtime/jit/renderer.hpp
   runtime/model/aot_manifest.hpp runtime/model/availability.hpp runtime/model/nvrtc_info.hpp
-  runtime/model/registry.hpp
+  runtime/model/program_params.hpp runtime/model/registry.hpp
   runtime/planner/planner.hpp)
 file(GLOB CAKE_API_HEADERS ${PROJECT_SOURCE_DIR}/include/cake/*.h ${PROJECT_SOURCE_DIR}/include/cake/*.hpp)
 list(TRANSFORM CAKE_LAYER_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/)

@@ -20,7 +20,7 @@ Program to_program(const ProgramSpec& p, const std::string& family) {
   prog.templ = p.templ;
   prog.kernels = p.kernels;
   for (const auto& a : p.archs) prog.archs.push_back(*Arch::parse(a));
-  prog.params = p.params;
+  prog.params = ProgramParams(p.params);
   prog.stand_in = p.stand_in;
   return prog;
 }

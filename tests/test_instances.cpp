@@ -77,8 +77,8 @@ TEST(Instances, AreMadeOnceWithTheirValuesInPlace) {
   ASSERT_NE(inst, nullptr) << why;
   EXPECT_EQ(inst->name, "vadd.v4");
   EXPECT_EQ(inst->kernels, std::vector<std::string>{"cake::ew::add<float, float, float, 4>"});
-  EXPECT_EQ(inst->params.at("v"), 4);
-  EXPECT_EQ(inst->params.at("threads"), 256);
+  EXPECT_EQ(inst->params->at("v"), 4);
+  EXPECT_EQ(inst->params->at("threads"), 256);
   EXPECT_EQ(inst->instance_of, &vadd);
   EXPECT_FALSE(inst->parametric());
   EXPECT_EQ(reg->instance(vadd, {{"v", 4}}), inst);  // the same program on every ask

@@ -309,7 +309,7 @@ TEST(Registry, BadParams) {
   d["programs"][0]["params"] = {{"counters", "two"}};
   expect_rejected(d, "/programs/0/params/counters", "expected an integer, got string");
   d["programs"][0]["params"] = {{"counters", 2}, {"threads", 256}};
-  EXPECT_EQ(load(d)->program("p1")->params.at("counters"), 2);
+  EXPECT_EQ(load(d)->program("p1")->params->at("counters"), 2);
   d["programs"][0]["params"] = {{"workspace_per_sm", -8}};
   expect_rejected(d, "/programs/0/params/workspace_per_sm", "must be 0..1048576 bytes, got -8");
   d["programs"][0]["params"] = {{"workspace_per_sm", 1 << 21}};
@@ -317,7 +317,7 @@ TEST(Registry, BadParams) {
   d["programs"][0]["params"] = {{"workspace_per_sm", 1.5}};
   expect_rejected(d, "/programs/0/params/workspace_per_sm", "expected an integer");
   d["programs"][0]["params"] = {{"workspace_per_sm", 131072}};
-  EXPECT_EQ(load(d)->program("p1")->params.at("workspace_per_sm"), 131072);
+  EXPECT_EQ(load(d)->program("p1")->params->at("workspace_per_sm"), 131072);
 }
 
 TEST(Registry, UserRegistryGoesOnTop) {

@@ -109,7 +109,7 @@ void check_instance_rules(const Program& p, const std::map<std::string_view, con
   for (const auto& d : p.instance_dims) {
     declared.insert(d.dim);
     if (!named.count(d.dim)) throw RegistryError(where() + "/kernels", "no kernel names {" + d.dim + "}");
-    if (p.params.is_object() && p.params.contains(d.dim))
+    if (p.params->contains(d.dim))
       throw RegistryError(where() + "/params", "sets '" + d.dim + "', which each instance sets to its value");
   }
   for (const auto& ph : named)
@@ -165,8 +165,9 @@ const Program* InstanceTable::get(const Registry& registry, const Program& p,
   inst.templ = p.templ;
   for (const auto& k : p.kernels) inst.kernels.push_back(substitute(k, values));
   inst.archs = p.archs;
-  inst.params = p.params;
-  for (const auto& [dim, v] : values) inst.params[dim] = v;
+  nlohmann::json params = *p.params;
+  for (const auto& [dim, v] : values) params[dim] = v;
+  inst.params = ProgramParams(std::move(params));
   inst.stand_in = stand_in;
   inst.instance_of = &p;
   inst.instance_values = values;

@@ -64,7 +64,7 @@ std::shared_ptr<const Registry> Registry::from_texts(const std::vector<std::pair
 
 void Registry::parse(const std::string& file, std::string_view text) {
   files_.push_back(file);
-  const auto doc = JsonDoc::parse(text, file);
+  const auto doc = JsonDoc::parse_view(text, file);  // `text` outlives it: the doc is gone at return
   JsonReader root(doc->root());
   root.allow_only({"comment", "family", "programs", "routes", "builds"});
   std::string family = root.has("family") ? root.at("family").str() : "";
@@ -103,7 +103,7 @@ void Registry::parse(const std::string& file, std::string_view text) {
             params.at("workspace_per_sm").fail("must be 0.." + std::to_string(kMaxWorkspacePerSm) + " bytes, got " +
                                                std::to_string(bytes));
         }
-        prog.params = params.value().to_nlohmann();
+        prog.params = ProgramParams::from_text(params.value().source());
       }
       if (p.has("stand_in")) prog.stand_in = p.at("stand_in").str();
       if (p.has("instance")) read_instance(p.at("instance"), prog);

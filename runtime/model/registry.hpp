@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "arch.hpp"
+#include "program_params.hpp"
 
 namespace cake {
 
@@ -55,7 +56,7 @@ struct Program {
   std::vector<Arch> archs;
   // The parameter set it was rendered from: launch geometry the ops read, and "counters"
   // (int32 words the Launch owns for the kernels, zero at every launch; checked at load).
-  nlohmann::json params;
+  ProgramParams params;
   // A program that computes the same bits with the same launch contract (template, kernels'
   // parameters, params) and compiles faster: a first call that would have to compile this one
   // runs the stand-in while this one compiles in the background (runtime/loader.hpp).

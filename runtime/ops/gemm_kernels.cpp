@@ -90,7 +90,7 @@ uintptr_t bound(const PlannedStage& s, const ArgMap& args, const std::string& pa
   return args.at(it == s.bind.end() ? fallback : it->second);
 }
 
-int param_int(const PlannedStage& s, const char* name) { return s.program->params.at(name).get<int>(); }
+int param_int(const PlannedStage& s, const char* name) { return s.program->params->at(name).get<int>(); }
 
 }  // namespace
 
@@ -148,12 +148,12 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
     const uintptr_t a = bound(s, args, "a", call.a), b = bound(s, args, "b", call.b),
                     out = bound(s, args, "out", call.out),
                     offs = call.offs.empty() ? uintptr_t(0) : bound(s, args, "offs", call.offs);
-    const std::string kind = s.program->params.at("kind").get<std::string>();
+    const std::string kind = s.program->params->at("kind").get<std::string>();
     // The maps and the argument struct are the call's op's: a program of another op (a route
     // that names the wrong program) would read them as its own.
     static const char* const kOpNames[] = {"fwd", "dgrad", "wgrad"};
-    if (s.program->params.value("op", "") != kOpNames[op])
-      throw Error("program " + s.program->name + " computes " + s.program->params.value("op", "?") +
+    if (s.program->params->value("op", "") != kOpNames[op])
+      throw Error("program " + s.program->name + " computes " + s.program->params->value("op", "?") +
                   ", the call's GEMM is " + kOpNames[op]);
     const int threads = param_int(s, "threads"), smem = param_int(s, "smem");
     if (kind == "sm90") {
@@ -163,7 +163,7 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       // the output's dtype (the composed route's scratch has it too).
       const uint32_t bm = uint32_t(param_int(s, "tile_m")), bn = uint32_t(param_int(s, "tile_n")),
                      cluster = uint32_t(param_int(s, "cluster"));
-      const DType ot = s.program->params.at("kernels").at(size_t(s.kernel)).at("out") == "f32" ? DType::f32 : DType::bf16;
+      const DType ot = s.program->params->at("kernels").at(size_t(s.kernel)).at("out") == "f32" ? DType::f32 : DType::bf16;
       const uint64_t osz = uint64_t(dtype_size(ot));
       const uint32_t obox = uint32_t(128 / osz);
       switch (op) {
@@ -184,7 +184,7 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
           break;
       }
       int groups = int(E);
-      if (s.program->params.value("reduce_groups", false)) {
+      if (s.program->params->value("reduce_groups", false)) {
         // The non-deterministic split: T's rows as groups that all reduce-add into dw.
         if (op != gemm::kOpWgrad || E != 1)
           throw Error("program " + s.program->name + " splits one wgrad's rows; the call has " + std::to_string(E) +
@@ -233,11 +233,11 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
                                           int device_sms) {
   if (plan.stages.empty()) return {};
   const Program& prog = *plan.stages[0].program;
-  if (prog.params.value("kind", "") != "sm90") return {};
-  const std::string op = prog.params.at("op").get<std::string>();
-  const int64_t bm = prog.params.at("tile_m").get<int64_t>(), bn = prog.params.at("tile_n").get<int64_t>();
+  if (prog.params->value("kind", "") != "sm90") return {};
+  const std::string op = prog.params->at("op").get<std::string>();
+  const int64_t bm = prog.params->at("tile_m").get<int64_t>(), bn = prog.params->at("tile_n").get<int64_t>();
   auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  if (prog.params.value("reduce_groups", false) && rows > 0 && groups == 1) {
+  if (prog.params->value("reduce_groups", false) && rows > 0 && groups == 1) {
     const int64_t tiles = cdiv(n, bm) * cdiv(k, bn);
     const int parts = tiles > INT_MAX || rows > INT_MAX ? 1 : gemm::reduce_parts(device_sms, int(tiles), int(rows));
     char text[256];
@@ -248,7 +248,7 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
                   (long long)bn, (long long)(tiles * parts), device_sms);
     return {text};
   }
-  if (!prog.params.contains("workspace_per_sm"))
+  if (!prog.params->contains("workspace_per_sm"))
     return {"tail split: none (" + prog.name + " has no split workspace)"};
   if (rows == 0)
     return {"tail split: decided on the device from the group sizes in offs (deterministic either way)"};
@@ -292,7 +292,7 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
 }
 
 KernelArgs gemm_kernel_args(const Program& program, int) {
-  const std::string kind = program.params.value("kind", "");
+  const std::string kind = program.params->value("kind", "");
   if (kind == "sm90") return {"cake::gemm::Sm90Args", sizeof(gemm::Sm90Args)};
   if (kind == "portable") return {"cake::gemm::PortableArgs", sizeof(gemm::PortableArgs)};
   return {};

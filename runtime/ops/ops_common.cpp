@@ -32,8 +32,8 @@ int resident_blocks(Runtime& rt, CUfunction fn, int threads, int smem) {
 }
 
 int64_t int_param_or_zero(const PlannedStage& s, const char* name) {
-  const auto it = s.program->params.find(name);
-  return it == s.program->params.end() ? 0 : it->get<int64_t>();
+  const auto it = s.program->params->find(name);
+  return it == s.program->params->end() ? 0 : it->get<int64_t>();
 }
 
 namespace {

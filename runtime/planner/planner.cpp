@@ -181,8 +181,8 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
       }
       // Programs that opt in to more dynamic shared memory than the device allows cannot be
       // launched; say so here rather than fail in cuFuncSetAttribute.
-      if (auto smem = prog->params.find("smem");
-          device.max_smem_optin > 0 && smem != prog->params.end() && smem->is_number_integer() &&
+      if (auto smem = prog->params->find("smem");
+          device.max_smem_optin > 0 && smem != prog->params->end() && smem->is_number_integer() &&
           smem->get<int64_t>() > device.max_smem_optin) {
         unavailable = Rejection{c.name, "smem", prog->name + " needs " + std::to_string(smem->get<int64_t>()) +
                                                     " bytes of shared memory per block, the device allows " +

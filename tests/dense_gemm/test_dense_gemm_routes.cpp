@@ -49,9 +49,9 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.plan->route, route) << n;
     const auto& params = r.plan->stages[0].program->params;
-    EXPECT_EQ(params.at("tile_n"), bn) << n;
-    EXPECT_EQ(params.at("smem"), gemm::sm90_smem_bytes(128, bn, stages)) << n;
-    EXPECT_LE(params.at("smem").get<int>(), hopper_.max_smem_optin) << n;
+    EXPECT_EQ(params->at("tile_n"), bn) << n;
+    EXPECT_EQ(params->at("smem"), gemm::sm90_smem_bytes(128, bn, stages)) << n;
+    EXPECT_LE(params->at("smem").get<int>(), hopper_.max_smem_optin) << n;
   }
   for (std::string op : {"dgrad", "wgrad"}) {
     auto r = plan(problem(op, 64), hopper_);
@@ -70,8 +70,8 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
     auto r = plan(problem("wgrad", n, "f32"), hopper_);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.plan->route, "wgrad_f32_sm90_128x" + std::to_string(bn)) << n;
-    EXPECT_EQ(r.plan->stages[0].program->params.at("counters"), gemm::kCounterInts);
-    EXPECT_EQ(r.plan->stages[0].program->params.at("workspace_per_sm"), 128 * bn * 4);
+    EXPECT_EQ(r.plan->stages[0].program->params->at("counters"), gemm::kCounterInts);
+    EXPECT_EQ(r.plan->stages[0].program->params->at("workspace_per_sm"), 128 * bn * 4);
   }
 }
 

@@ -754,10 +754,11 @@ TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
   const Build* b = base->build(p.name, sm90);
   ASSERT_NE(b, nullptr);
   p.name = "user_wgrad_two_counters";
-  p.params["counters"] = 2;  // the schedule's two, no flags
+  nlohmann::json params = *p.params;
+  params["counters"] = 2;  // the schedule's two, no flags
   const nlohmann::json user = {
       {"programs",
-       {{{"name", p.name}, {"template", p.templ}, {"kernels", p.kernels}, {"archs", {"sm_90a"}}, {"params", p.params}}}},
+       {{{"name", p.name}, {"template", p.templ}, {"kernels", p.kernels}, {"archs", {"sm_90a"}}, {"params", params}}}},
       {"builds",
        {{{"program", p.name}, {"arch", "sm_90a"}, {"min_cuda", "12.3"}, {"options", b->options},
          {"source_hash", render(p).source_hash}}}},

@@ -51,15 +51,15 @@ TEST_F(GroupedGemmRoutes, HopperProgramFirstPortableOnSm80) {
     EXPECT_EQ(r.plan->route, op + "_sm90_128x256");
     EXPECT_EQ(r.plan->passed_over.size(), 0u);
     ASSERT_EQ(r.plan->stages.size(), 1u);
-    EXPECT_EQ(r.plan->stages[0].program->params.at("kind"), "sm90");
-    EXPECT_EQ(r.plan->stages[0].program->params.at("smem"), 4 * (128 + 256) * 128 + 4 * 8192 + 2048);
+    EXPECT_EQ(r.plan->stages[0].program->params->at("kind"), "sm90");
+    EXPECT_EQ(r.plan->stages[0].program->params->at("smem"), 4 * (128 + 256) * 128 + 4 * 8192 + 2048);
     r = plan(problem(op), ampere_);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.plan->route, op + "_portable_128x128");
     ASSERT_EQ(r.plan->passed_over.size(), 1u);
     EXPECT_EQ(r.plan->passed_over[0].reason, "arch");
     EXPECT_EQ(r.plan->stages[0].build->arch.str(), "sm_80");
-    EXPECT_EQ(r.plan->stages[0].program->params.at("smem"), 4 * (128 + 128) * 32 * 2);
+    EXPECT_EQ(r.plan->stages[0].program->params->at("smem"), 4 * (128 + 128) * 32 * 2);
   }
 }
 
@@ -207,8 +207,8 @@ TEST_F(GroupedGemmRoutes, EveryCandidateNeedsAlignedOperandsAndRowsOfEight) {
         const Program* p = reg_->program(st.program);
         if (p->family != "grouped_gemm") continue;
         for (const char* key : {"kind", "threads", "smem", "tile_m", "tile_n", "stages", "kernels"})
-          EXPECT_TRUE(p->params.contains(key)) << p->name << " lacks params." << key;
-        EXPECT_EQ(p->params.at("kernels").size(), p->kernels.size()) << p->name;
+          EXPECT_TRUE(p->params->contains(key)) << p->name << " lacks params." << key;
+        EXPECT_EQ(p->params->at("kernels").size(), p->kernels.size()) << p->name;
       }
     }
   }

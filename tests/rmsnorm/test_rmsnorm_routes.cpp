@@ -90,7 +90,7 @@ TEST_F(RmsnormPlans, EveryHGetsItsOwnInstance) {
       EXPECT_EQ(r.plan->route, "fwd_wbf16") << h;
       const Program* p = r.plan->stages[0].program;
       EXPECT_EQ(p->name, "rms_fwd.h" + std::to_string(h));
-      EXPECT_EQ(p->params.at("h"), h);
+      EXPECT_EQ(p->params->at("h"), h);
       EXPECT_EQ(p->kernels[0], "cake::rms::fwd<cake::bf16, " + std::to_string(h) + ", cake::rms::fwd_vec(" +
                                    std::to_string(h) + "), cake::rms::fwd_threads(" + std::to_string(h) + "), false>");
       if (h > rms::kBwdSpecialisedMaxH) continue;

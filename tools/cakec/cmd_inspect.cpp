@@ -170,7 +170,7 @@ int list_programs(const Globals& g, const ListProgramsArgs& a) {
                      {"source_hash", b->source_hash},
                      {"served", served},
                      {"kernels", p.kernels},
-                     {"params", p.params}});
+                     {"params", *p.params}});
       if (!p.stand_in.empty()) out.back()["stand_in"] = p.stand_in;
       if (p.parametric()) out.back()["instance"] = instance_json(p);
     }

@@ -20,8 +20,8 @@ const std::map<std::string, std::vector<std::string>> kInputs = {
 Binder elementwise_binder(int64_t n, int sm_count) {
   return [n, sm_count](const Plan&, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
     const auto& params = s.program->params;
-    const std::string op = params.at("op").get<std::string>();
-    const int vec = params.at("vec").get<int>();
+    const std::string op = params->at("op").get<std::string>();
+    const int vec = params->at("vec").get<int>();
     auto bound = [&](const std::string& param) {
       auto it = s.bind.find(param);
       return args.at(it == s.bind.end() ? param : it->second);
@@ -43,7 +43,7 @@ Binder elementwise_binder(int64_t n, int sm_count) {
 }
 
 KernelArgs kernel_args(const Program& program, int) {
-  if (!kInputs.count(program.params.value("op", ""))) return {};
+  if (!kInputs.count(program.params->value("op", ""))) return {};
   return {"cake::ew::ElementwiseArgs", sizeof(ew::ElementwiseArgs)};
 }
 

@@ -41,7 +41,7 @@ int blocks_for(int64_t work, int threads, int sm_count) {
 }
 
 const nlohmann::json& kernel_params(const PlannedStage& s) {
-  return s.program->params.at("kernels").at(size_t(s.kernel));
+  return s.program->params->at("kernels").at(size_t(s.kernel));
 }
 
 OpPlan check_fwd(const OpCall& call) {
@@ -100,7 +100,7 @@ OpPlan check_fwd(const OpCall& call) {
   const int sms = grid_sms(dc, opt), all_sms = dc.info->sm_count;
   return [=](const Plan&, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     // The program's H (an instance's value, or the generic program's 0) gives its geometry.
-    const int ph = s.program->params.at("h").get<int>();
+    const int ph = s.program->params->at("h").get<int>();
     const int threads = rms::fwd_threads(ph);
     const int rows_per_block = rms::rows_per_block(ph, rms::fwd_vec(ph), threads);
     rms::FwdArgs k{};
@@ -161,8 +161,8 @@ OpPlan check_bwd(const OpCall& call) {
   const int sms = grid_sms(dc, opt);
   return [=](const Plan& plan, const PlannedStage& s, const ArgMap& a, LaunchStage& ls) {
     const auto& params = s.program->params;
-    const int threads = params.at("op") == "bwd" ? rms::bwd_threads(params.at("h").get<int>()) : rms::kFinalizeThreads;
-    if (params.at("op") == "bwd") {
+    const int threads = params->at("op") == "bwd" ? rms::bwd_threads(params->at("h").get<int>()) : rms::kFinalizeThreads;
+    if (params->at("op") == "bwd") {
       const int64_t chunk = kernel_params(s).at("chunk_rows").get<int64_t>();
       rms::BwdArgs k{};
       k.dx = reinterpret_cast<bf16*>(a.at("dx"));
@@ -196,7 +196,7 @@ OpPlan check_bwd(const OpCall& call) {
 
 // The struct each program's kernels take, by the program's op.
 KernelArgs kernel_args(const Program& program, int) {
-  const std::string op = program.params.value("op", "");
+  const std::string op = program.params->value("op", "");
   if (op == "fwd") return {"cake::rms::FwdArgs", sizeof(rms::FwdArgs)};
   if (op == "bwd") return {"cake::rms::BwdArgs", sizeof(rms::BwdArgs)};
   if (op == "dw_finalize") return {"cake::rms::FinalizeArgs", sizeof(rms::FinalizeArgs)};

@@ -123,7 +123,7 @@ OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
     const int sms = grid_sms(dc, opt);
     Binder gemm_bind = gemm_binder(rt, gemm, sms, dc.info->sm_count);
     return [c, sms, gemm_bind](const Plan& plan, const PlannedStage& s, const ArgMap& args, LaunchStage& ls) {
-      if (s.program->params.value("kind", "") == "router_parts") return bind_parts(c, s, args, sms, ls);
+      if (s.program->params->value("kind", "") == "router_parts") return bind_parts(c, s, args, sms, ls);
       if (c.op != gemm::kOpFwd || c.w != DType::f32) return gemm_bind(plan, s, args, ls);
       // fwd's three GEMMs read w's parts, [3, E, H] bf16 in the scratch's first buffer.
       ArgMap with_parts = args;
@@ -152,7 +152,7 @@ const FamilyOps& op_family_router_gemm() {
         true, false, [](const OpCall& c) { return make_plan(gemm::kOpWgrad, "router_gemm.wgrad", c); }}},
       {},
       [](const Program& program, int kernel) -> KernelArgs {
-        if (program.params.value("kind", "") != "router_parts") return gemm_kernel_args(program, kernel);
+        if (program.params->value("kind", "") != "router_parts") return gemm_kernel_args(program, kernel);
         if (kernel >= 2) return {"cake::router::SumArgs", sizeof(router::SumArgs)};
         return {"cake::router::SplitArgs", sizeof(router::SplitArgs)};
       },
