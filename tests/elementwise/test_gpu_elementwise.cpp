@@ -367,6 +367,21 @@ TEST_F(GpuTest, CApi) {
   auto got = out.download<float>();
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(test::f32_bits(got[size_t(i)]), test::f32_bits(hout[size_t(i)] + test::bf16_float(hin16[size_t(i)])));
+  // Bound by address to other tensors of the layout: refusals name the argument and keep the
+  // binding; then the launch adds into the new output and leaves the old one as it was.
+  GpuTensor out2(DType::f32, n), in2(DType::bf16, n);
+  out2.upload(hout);
+  in2.upload(hin16);
+  void* const moved[] = {reinterpret_cast<void*>(out2.dl().data), reinterpret_cast<void*>(in2.dl().data)};
+  EXPECT_EQ(cake_launch_rebind_data(l, -1, moved, nullptr), CAKE_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(cake_last_error()).find("argument 'n'"), std::string::npos) << cake_last_error();
+  EXPECT_EQ(cake_launch_rebind_data(l, 1, moved, nullptr), CAKE_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(cake_last_error()).find("had 2 tensors"), std::string::npos) << cake_last_error();
+  EXPECT_EQ(cake_launch_rebind_data(l, 2, nullptr, nullptr), CAKE_ERROR_ARGUMENT);
+  ASSERT_EQ(cake_launch_rebind_data(l, 2, moved, nullptr), CAKE_OK) << cake_last_error();
+  ASSERT_EQ(cake_launch_run(l, nullptr), CAKE_OK);
+  EXPECT_EQ(out2.download<float>(), got);
+  EXPECT_EQ(out.download<float>(), got);  // once, not twice
   cake_launch_free(l);
   const DLTensor* same[] = {&out.dl(), &out.dl()};
   EXPECT_EQ(cake_run(rt, "elementwise.cast", 2, names, same, nullptr, nullptr), CAKE_ERROR_ARGUMENT);

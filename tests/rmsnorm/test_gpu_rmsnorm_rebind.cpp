@@ -180,5 +180,39 @@ TEST(RmsNormRebind, DataOnlySameBitsAndRefusals) {
   test::expect_argument_error([&] { ops::rebind_data(fwd, b_fwd, 4); }, "launch", "nothing to rebind");
 }
 
+// An empty problem (T = 0) rebound by address: the forward launches nothing, the backward
+// clears the dw it is rebound to and no other.
+TEST(RmsNormRebind, DataOnlyEmptyProblem) {
+  CAKE_SKIP_WITHOUT_GPU();
+  FreshRuntime fresh;
+  Runtime& rt = *fresh.rt;
+  const int64_t H = 4096;
+  Mat w(DType::bf16, H, 0);
+  w.upload(test::to_bf16(test::random_floats(size_t(H), 7, 0.5f)));
+  struct Set {
+    Mat x{DType::bf16, 0, H}, dy{DType::bf16, 0, H}, y{DType::bf16, 0, H}, dx{DType::bf16, 0, H},
+        rstd{DType::f32, 0, 0}, dw{DType::bf16, H, 0};
+  } a, b;
+  auto fwd_of = [&](const Set& s) { return ops::NamedTensors{{"y", &s.y.dl}, {"rstd", &s.rstd.dl}, {"x", &s.x.dl}, {"w", &w.dl}}; };
+  auto bwd_of = [&](const Set& s) {
+    return ops::NamedTensors{{"dx", &s.dx.dl}, {"dw", &s.dw.dl}, {"dy", &s.dy.dl}, {"x", &s.x.dl}, {"rstd", &s.rstd.dl}, {"w", &w.dl}};
+  };
+  ops::OpOptions opt;
+  opt.eps = 1e-6f;
+  Launch fwd = ops::prepare(rt, "rmsnorm.fwd", fwd_of(a), opt);
+  Launch bwd = ops::prepare(rt, "rmsnorm.bwd", bwd_of(a));
+  a.dw.poison(), b.dw.poison(), b.y.poison();
+  const CUdeviceptr b_fwd[] = {b.y.buf.get(), b.rstd.buf.get(), b.x.buf.get(), w.buf.get()};
+  const CUdeviceptr b_bwd[] = {b.dx.buf.get(), b.dw.buf.get(), b.dy.buf.get(), b.x.buf.get(), b.rstd.buf.get(), w.buf.get()};
+  ops::rebind_data(fwd, b_fwd, 4);
+  fwd.launch(nullptr);
+  ops::rebind_data(bwd, b_bwd, 6);
+  bwd.launch(nullptr);
+  for (auto v : b.dw.download<uint16_t>()) ASSERT_EQ(v, 0) << "dw of no rows is zero";
+  for (auto v : a.dw.download<uint16_t>()) ASSERT_EQ(v, 0xffff) << "the launch cleared the old dw";
+  for (auto v : b.y.download<uint16_t>()) ASSERT_EQ(v, 0xffff) << "an empty forward wrote";
+  test::expect_argument_error([&] { ops::rebind_data(bwd, b_bwd, 5); }, "tensors", "had 6 tensors");
+}
+
 }  // namespace
 }  // namespace cake
