@@ -327,7 +327,8 @@ TEST(Registry, UserRegistryGoesOnTop) {
   const auto& c = r->route("fx.op")->candidates;
   ASSERT_EQ(c.size(), 3u);
   EXPECT_EQ(c[0].name, "mine");
-  EXPECT_EQ(c[0].origin.file, "user.json");
+  EXPECT_EQ(c[0].origin.file(), "user.json");
+  EXPECT_EQ(c[0].origin.path, "/routes/0/candidates/0");
   EXPECT_EQ(c[1].name, "c1");
 }
 

@@ -69,6 +69,10 @@ class JsonDoc {
   static std::shared_ptr<const JsonDoc> parse_view(std::string_view text, const std::string& file);
   static constexpr int kMaxDepth = 256;
 
+  JsonDoc() = default;
+  JsonDoc(const JsonDoc&) = delete;  // text_ may point into own_
+  JsonDoc& operator=(const JsonDoc&) = delete;
+
   JsonValue root() const { return JsonValue(this, 0); }
   const std::string& file() const { return file_; }
 

@@ -64,6 +64,7 @@ std::shared_ptr<const Registry> Registry::from_texts(const std::vector<std::pair
 
 void Registry::parse(const std::string& file, std::string_view text) {
   files_.push_back(file);
+  const auto file_name = std::make_shared<const std::string>(file);
   const auto doc = JsonDoc::parse_view(text, file);  // `text` outlives it: the doc is gone at return
   JsonReader root(doc->root());
   root.allow_only({"comment", "family", "programs", "routes", "builds"});
@@ -107,7 +108,7 @@ void Registry::parse(const std::string& file, std::string_view text) {
       }
       if (p.has("stand_in")) prog.stand_in = p.at("stand_in").str();
       if (p.has("instance")) read_instance(p.at("instance"), prog);
-      prog.origin = {file, p.path()};
+      prog.origin = {file_name, "/programs/" + std::to_string(i)};
       programs_.push_back(std::move(prog));
     }
   }
@@ -129,7 +130,7 @@ void Registry::parse(const std::string& file, std::string_view text) {
       const std::string& h = build.source_hash;
       if (h.size() != 64 || !std::all_of(h.begin(), h.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); }))
         b.at("source_hash").fail("expected 64 lowercase hex digits (sha256)");
-      build.origin = {file, b.path()};
+      build.origin = {file_name, "/builds/" + std::to_string(i)};
       builds_.push_back(std::move(build));
     }
   }
@@ -209,7 +210,7 @@ void Registry::parse(const std::string& file, std::string_view text) {
           }
         }
         if (cr.has("note")) cand.note = cr.at("note").str();
-        cand.origin = {file, cr.path()};
+        cand.origin = {file_name, "/routes/" + std::to_string(i) + "/candidates/" + std::to_string(c)};
         route.candidates.push_back(std::move(cand));
       }
       // A later file's candidates for an existing op go on top: user registries override.

@@ -24,9 +24,14 @@ constexpr int64_t kMaxCounterWords = 1024;
 constexpr int64_t kMaxWorkspacePerSm = int64_t(1) << 20;
 
 struct Origin {
-  std::string file;  // registry file or "<embedded>/registry/x.json"
-  std::string path;  // JSON pointer of the item
-  std::string str() const { return file + ": " + path; }
+  std::shared_ptr<const std::string> file_name;  // one per registry file, shared by its items
+  std::string path;                              // JSON pointer of the item
+  // The registry file or "<embedded>/registry/x.json"; "" for an item made in code.
+  const std::string& file() const {
+    static const std::string none;
+    return file_name ? *file_name : none;
+  }
+  std::string str() const { return file() + ": " + path; }
 };
 
 struct Range {

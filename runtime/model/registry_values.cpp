@@ -54,52 +54,45 @@ Range read_range(const JsonReader& r) {
   return out;
 }
 
+// One pass over the members (a registry has a hundred windows; a lookup per known key twice
+// over, has() then at(), was most of their cost).
 Window read_window(const JsonReader& r) {
-  r.allow_only({"archs", "sm_count", "dims", "divisible", "parity", "dtypes", "align"});
+  r.expect_object();
   Window w;
-  if (r.has("archs")) {
-    auto a = r.at("archs");
-    a.expect_array();
-    for (size_t i = 0; i < a.size(); ++i) w.archs.push_back(read_arch_pattern(a.at(i)));
-  }
-  if (r.has("sm_count")) w.sm_count = read_range(r.at("sm_count"));
-  if (r.has("dims")) {
-    auto d = r.at("dims");
-    d.expect_object();
-    d.each_member([&](const std::string& k, const JsonReader& v) { w.dims[k] = read_range(v); });
-  }
-  if (r.has("divisible")) {
-    auto d = r.at("divisible");
-    d.expect_object();
-    d.each_member([&](const std::string& k, const JsonReader& v) {
-      int64_t m = v.int64();
-      if (m < 1) v.fail("divisor must be >= 1");
-      w.divisible[k] = m;
-    });
-  }
-  if (r.has("parity")) {
-    auto d = r.at("parity");
-    d.expect_object();
-    d.each_member([&](const std::string& k, const JsonReader& v) {
-      std::string p = v.str();
-      if (p != "odd" && p != "even") v.fail("parity is 'odd' or 'even'");
-      w.parity[k] = p == "odd" ? 1 : 0;
-    });
-  }
-  if (r.has("dtypes")) {
-    auto d = r.at("dtypes");
-    d.expect_object();
-    d.each_member([&](const std::string& k, const JsonReader& v) { w.dtypes[k] = read_dtype(v); });
-  }
-  if (r.has("align")) {
-    auto d = r.at("align");
-    d.expect_object();
-    d.each_member([&](const std::string& k, const JsonReader& v) {
-      int64_t a = v.int64();
-      if (a < 1 || a > 4096 || (a & (a - 1)) != 0)
-        v.fail("alignment must be a power of two in 1..4096");
-      w.align[k] = int(a);
-    });
+  const JsonValue& v = r.value();
+  for (size_t m = 0; m < v.size(); ++m) {
+    const std::string_view key = v.key(m);
+    const JsonReader d(v.member(m));
+    if (key == "archs") {
+      d.expect_array();
+      for (size_t i = 0; i < d.size(); ++i) w.archs.push_back(read_arch_pattern(d.at(i)));
+    } else if (key == "sm_count") {
+      w.sm_count = read_range(d);
+    } else if (key == "dims") {
+      d.each_member([&](const std::string& k, const JsonReader& x) { w.dims[k] = read_range(x); });
+    } else if (key == "divisible") {
+      d.each_member([&](const std::string& k, const JsonReader& x) {
+        int64_t div = x.int64();
+        if (div < 1) x.fail("divisor must be >= 1");
+        w.divisible[k] = div;
+      });
+    } else if (key == "parity") {
+      d.each_member([&](const std::string& k, const JsonReader& x) {
+        std::string p = x.str();
+        if (p != "odd" && p != "even") x.fail("parity is 'odd' or 'even'");
+        w.parity[k] = p == "odd" ? 1 : 0;
+      });
+    } else if (key == "dtypes") {
+      d.each_member([&](const std::string& k, const JsonReader& x) { w.dtypes[k] = read_dtype(x); });
+    } else if (key == "align") {
+      d.each_member([&](const std::string& k, const JsonReader& x) {
+        int64_t a = x.int64();
+        if (a < 1 || a > 4096 || (a & (a - 1)) != 0) x.fail("alignment must be a power of two in 1..4096");
+        w.align[k] = int(a);
+      });
+    } else {
+      r.fail("unknown member '" + std::string(key) + "'");
+    }
   }
   return w;
 }

@@ -68,7 +68,7 @@ inline void plan_every_route(const std::shared_ptr<const Registry>& reg,
   for (const auto& r : reg->routes()) {
     if (!only_file.empty()) {
       bool mine = false;
-      for (const auto& c : r.candidates) mine = mine || c.origin.file == only_file;
+      for (const auto& c : r.candidates) mine = mine || c.origin.file() == only_file;
       if (!mine) continue;
     }
     if (++routes > 16) break;
