@@ -356,8 +356,17 @@ TEST_F(DenseGemmGpu, NoTokens) {
   DW.poison();
   ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, true).launch(nullptr);
   for (uint32_t v : DW.download<uint32_t>()) ASSERT_EQ(v, 0xffffffffu) << "accumulate over no tokens wrote";
-  ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, false).launch(nullptr);
+  Launch fill = ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, false);
+  fill.launch(nullptr);
   for (uint32_t v : DW.download<uint32_t>()) ASSERT_EQ(v, 0u) << "dw over no tokens is not zeros";
+  // Rebound by address (dw, dy, x: prepare's order), the fill clears the new dw and not the old.
+  Dev DW2(DType::f32, {N, K});
+  DW.poison(), DW2.poison();
+  const CUdeviceptr moved[] = {DW2.buf.get(), G.buf.get(), X.buf.get()};
+  ops::rebind_data(fill, moved, 3);
+  fill.launch(nullptr);
+  for (uint32_t v : DW2.download<uint32_t>()) ASSERT_EQ(v, 0u) << "the rebound fill missed the new dw";
+  for (uint32_t v : DW.download<uint32_t>()) ASSERT_EQ(v, 0xffffffffu) << "the rebound fill cleared the old dw";
 }
 
 // A call refused by its checks writes nothing.
