@@ -21,8 +21,8 @@ constexpr auto kPlain = [] {
   return t;
 }();
 
-// Eight bytes at a time (a registry is 200 KB, half of it indentation): the word tests below
-// are exact as booleans (a borrow can only mark bytes above a byte that truly matches).
+// Strings are scanned eight bytes at a time: the word tests below are exact as booleans (a
+// borrow can only mark bytes above a byte that truly matches).
 inline uint64_t load8(const char* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -82,30 +82,10 @@ class JsonParser {
 
   char peek() const { return p_ < t_.size() ? t_[p_] : '\0'; }
   bool at_end() const { return p_ >= t_.size(); }
-  // Pretty-printed text is mostly runs of spaces after a newline: eight bytes at a time, the
-  // first that is not a space found by its lowest set bit.
   void skip_ws() {
     const char* d = t_.data();
-    const size_t n = t_.size();
     size_t p = p_;
-    if (p < n && static_cast<unsigned char>(d[p]) > ' ') return;  // between tokens: mostly none
-    for (;;) {
-      if (p + 8 <= n) {
-        const uint64_t m = load8(d + p) ^ (kOnes * ' ');
-        if (m == 0) {
-          p += 8;
-          continue;
-        }
-        p += size_t(std::countr_zero(m)) / 8;
-      } else {
-        while (p < n && d[p] == ' ') ++p;
-      }
-      if (p < n && (d[p] == '\n' || d[p] == '\r' || d[p] == '\t')) {
-        ++p;
-        continue;
-      }
-      break;
-    }
+    while (p < t_.size() && (d[p] == ' ' || d[p] == '\n' || d[p] == '\r' || d[p] == '\t')) ++p;
     p_ = p;
   }
 

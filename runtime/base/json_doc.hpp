@@ -1,5 +1,6 @@
 // A parsed JSON document held flat: every value is a node of one array, every container's
-// children one run of an index array, every string a slice of one buffer. A new Runtime reads
+// children one run of an index array, every string a slice of the text (or, where it had
+// escapes, of one buffer of decoded strings). A new Runtime reads
 // the whole registry through it; nlohmann's DOM (a heap object per value) took 1.5 ms of
 // that (docs/decisions.md, "A new process's Runtime").
 #pragma once
