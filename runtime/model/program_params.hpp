@@ -24,6 +24,8 @@ class ProgramParams {
   const nlohmann::json& json() const;
   const nlohmann::json& operator*() const { return json(); }
   const nlohmann::json* operator->() const { return &json(); }
+  // The JSON text (as the registry gives it, or the dump of a value made in code).
+  const std::string& text() const { return state_->text; }
 
   // As nlohmann compares; the same text is equal without a parse.
   friend bool operator==(const ProgramParams& a, const ProgramParams& b);

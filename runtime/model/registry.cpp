@@ -6,10 +6,10 @@
 
 #include "embedded.hpp"
 #include "derived_builds.hpp"
-#include "env.hpp"
 #include "error.hpp"
 #include "instance_table.hpp"
 #include "json_reader.hpp"
+#include "registry_snapshot.hpp"
 #include "registry_values.hpp"
 
 namespace cake {
@@ -36,29 +36,21 @@ std::vector<RegistrySource> Registry::embedded_sources() {
   return out;
 }
 
-std::shared_ptr<const Registry> Registry::load_default(const std::vector<std::string>& extra) {
-  std::vector<std::string> files = env::registry_paths();
-  files.insert(files.end(), extra.begin(), extra.end());
-  std::vector<std::string> texts;
-  texts.reserve(files.size());
-  for (const auto& f : files) texts.push_back(read_file_text(f));
-  std::vector<std::pair<std::string, std::string_view>> src;
-  for (const auto& f : embedded_registry()) src.emplace_back("<embedded>/" + std::string(f.name), f.content);
-  for (size_t i = 0; i < files.size(); ++i) src.emplace_back(files[i], texts[i]);
-  return from_texts(src);
-}
-
 std::shared_ptr<const Registry> Registry::from_sources(const std::vector<RegistrySource>& src) {
-  std::vector<std::pair<std::string, std::string_view>> texts;
-  for (const auto& s : src) texts.emplace_back(s.file, s.text);
-  return from_texts(texts);
-}
-
-std::shared_ptr<const Registry> Registry::from_texts(const std::vector<std::pair<std::string, std::string_view>>& src) {
   auto reg = std::shared_ptr<Registry>(new Registry());
-  for (const auto& [file, text] : src) reg->parse(file, text);
+  for (const auto& s : src) reg->parse(s.file, s.text);
   reg->index();
   reg->validate();
+  return reg;
+}
+
+std::shared_ptr<const Registry> Registry::from_snapshot(std::string_view snapshot,
+                                                        const std::vector<RegistrySource>& on_top) {
+  auto reg = std::shared_ptr<Registry>(new Registry());
+  RegistrySnapshot::read(snapshot, *reg);
+  for (const auto& s : on_top) reg->parse(s.file, s.text);
+  reg->index();
+  if (!on_top.empty()) reg->validate();
   return reg;
 }
 

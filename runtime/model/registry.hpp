@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct Origin {
     return file_name ? *file_name : none;
   }
   std::string str() const { return file() + ": " + path; }
+  friend bool operator==(const Origin& a, const Origin& b) { return a.file() == b.file() && a.path == b.path; }
 };
 
 struct Range {
@@ -76,6 +78,7 @@ struct Program {
   std::map<std::string, int64_t> instance_values;
   Origin origin;
   bool parametric() const { return !instance_dims.empty(); }
+  bool operator==(const Program&) const = default;
 };
 
 struct Build {
@@ -86,6 +89,7 @@ struct Build {
   std::string source_hash;           // sha256 of the rendered program and its headers
   Origin origin;
   std::string key() const { return program + "@" + arch.str(); }
+  bool operator==(const Build&) const = default;
 };
 
 struct ArchPattern {
@@ -93,6 +97,7 @@ struct ArchPattern {
   bool or_newer = false;  // "sm_80+" : any arch of compute capability >= 8.0
   bool matches(const Arch& device) const;
   std::string str() const { return arch.str() + (or_newer ? "+" : ""); }
+  bool operator==(const ArchPattern&) const = default;
 };
 
 struct Window {
@@ -103,6 +108,7 @@ struct Window {
   std::map<std::string, int> parity;         // dim % 2 == value (0 even, 1 odd)
   std::map<std::string, DType> dtypes;       // argument -> dtype
   std::map<std::string, int> align;          // argument -> byte alignment of its pointer
+  bool operator==(const Window&) const = default;
 };
 
 enum class Accumulate : uint8_t { off, fused, composed };
@@ -112,6 +118,7 @@ struct Stage {
   std::string program;
   int kernel = 0;                             // index into Program::kernels
   std::map<std::string, std::string> bind;    // kernel parameter -> call argument or "scratch"
+  bool operator==(const Stage&) const = default;
 };
 
 // One buffer of a candidate's scratch: `times` x the product of these problem dims x the
@@ -123,6 +130,7 @@ struct ScratchBuffer {
   int64_t times = 1;
   std::string ceil_div_dim;
   int64_t ceil_div_by = 0;
+  bool operator==(const ScratchBuffer&) const = default;
 };
 
 // A candidate's scratch: its buffers one after another in one allocation, each at a multiple of
@@ -130,6 +138,7 @@ struct ScratchBuffer {
 struct Scratch {
   std::vector<ScratchBuffer> buffers;
   bool empty() const { return buffers.empty(); }
+  bool operator==(const Scratch&) const = default;
 };
 inline constexpr int64_t kScratchAlign = 256;
 
@@ -142,12 +151,14 @@ struct Candidate {
   Scratch scratch;
   std::string note;  // why this candidate exists (shown by list-routes)
   Origin origin;
+  bool operator==(const Candidate&) const = default;
 };
 
 struct Route {
   std::string op;
   std::string family;
   std::vector<Candidate> candidates;  // first matching window wins
+  bool operator==(const Route&) const = default;
 };
 
 // One JSON document with its name, as read from disk or from the embedded copy.
@@ -161,10 +172,17 @@ class Registry {
   Registry();
   ~Registry();
   // The embedded default registry and build.json, then each CAKE_REGISTRY file on top.
+  // The embedded part is read from the snapshot the build made of it (registry_snapshot.hpp).
   static std::shared_ptr<const Registry> load_default(
       const std::vector<std::string>& extra_files = {});
   // Parses and validates; throws RegistryError naming the file and JSON path.
   static std::shared_ptr<const Registry> from_sources(const std::vector<RegistrySource>& src);
+  // A registry RegistrySnapshot::write made, then `on_top`'s documents parsed onto it as
+  // from_sources would; the whole is validated when there are any (the snapshot was, when
+  // it was written).
+  static std::shared_ptr<const Registry> from_snapshot(std::string_view snapshot,
+                                                       const std::vector<RegistrySource>& on_top = {});
+  // The registry's JSON documents as embedded (their names "<embedded>/x.json").
   static std::vector<RegistrySource> embedded_sources();
 
   // Declared programs and builds, then the instances made so far. A program that lists a
@@ -194,9 +212,9 @@ class Registry {
   const std::vector<std::string>& files() const { return files_; }
 
  private:
-  // One document; `text` outlives the call only (the embedded ones are never copied).
+  friend class RegistrySnapshot;
+  // One document; `text` outlives the call only (strings are copied out of it).
   void parse(const std::string& file, std::string_view text);
-  static std::shared_ptr<const Registry> from_texts(const std::vector<std::pair<std::string, std::string_view>>& src);
   void validate() const;
   void index();  // also refuses a program or build given twice
 
