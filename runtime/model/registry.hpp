@@ -177,9 +177,10 @@ class Registry {
       const std::vector<std::string>& extra_files = {});
   // Parses and validates; throws RegistryError naming the file and JSON path.
   static std::shared_ptr<const Registry> from_sources(const std::vector<RegistrySource>& src);
-  // A registry RegistrySnapshot::write made, then `on_top`'s documents parsed onto it as
-  // from_sources would; the whole is validated when there are any (the snapshot was, when
-  // it was written).
+  // A registry RegistrySnapshot::write made in this build (the embedded one, or a test's),
+  // then `on_top`'s documents parsed onto it as from_sources would; the whole is validated
+  // when there are any. The snapshot's items are not checked again: it is not an input
+  // format (bytes that are not a whole snapshot are refused, nothing more).
   static std::shared_ptr<const Registry> from_snapshot(std::string_view snapshot,
                                                        const std::vector<RegistrySource>& on_top = {});
   // The registry's JSON documents as embedded (their names "<embedded>/x.json").
