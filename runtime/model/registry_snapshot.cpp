@@ -112,6 +112,7 @@ class Reader {
     for (int shift = 0; shift < 64; shift += 7) {
       if (p_ == end_) fail("ends inside a number");
       const uint8_t b = *p_++;
+      if (shift == 63 && b > 1) fail("a number is longer than 64 bits");
       v |= uint64_t(b & 0x7f) << shift;
       if (!(b & 0x80)) return v;
     }

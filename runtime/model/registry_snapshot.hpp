@@ -1,7 +1,7 @@
 // A registry in binary form. The build parses and checks the embedded registry with the code
 // every registry goes through and writes the result as a snapshot compiled into the library
-// (runtime/model/snapshot_tool), so that a new process's Runtime builds its registry without a
-// JSON parse or the checks: a third of the instructions the documents took
+// (runtime/model/embedded/make_snapshot.cpp), so that a new process's Runtime builds its
+// registry without a JSON parse or the checks: a third of the instructions the documents took
 // (docs/decisions.md, "A new process's Runtime").
 //
 // Format: a magic line and a version, then the files, programs, builds and routes in the

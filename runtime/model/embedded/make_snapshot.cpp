@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
         << "  return {bytes, sizeof(bytes) - 1};\n"
         << "}\n"
         << "}  // namespace cake\n";
+      f.close();
       if (!f) throw std::runtime_error("cannot write " + tmp);
     }
     if (std::rename(tmp.c_str(), out.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + out);
