@@ -109,6 +109,19 @@ TEST(RegistrySnapshot, BrokenBytesAreRefused) {
   std::string other = bytes;
   other[0] = 'C';
   EXPECT_THROW(Registry::from_snapshot(other), Error);
+  // A number of more than 64 bits (the version, after the magic line, one byte here): nine
+  // continuation bytes, then a tenth that carries bits past 64, or that continues.
+  const size_t magic = bytes.find('\n') + 1;
+  ASSERT_LT(uint8_t(bytes[magic]), 0x80);
+  for (const std::string tenth : {std::string("\x02"), std::string("\x81\x00")}) {
+    const std::string overlong = bytes.substr(0, magic) + std::string(9, '\x80') + tenth + bytes.substr(magic + 1);
+    try {
+      Registry::from_snapshot(overlong);
+      ADD_FAILURE() << "an overlong number was read";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("longer than 64 bits"), std::string::npos) << e.what();
+    }
+  }
   // Every byte flipped: an error or a registry, never a crash (ASan runs this too).
   for (size_t i = 0; i < bytes.size(); ++i) {
     std::string b = bytes;
