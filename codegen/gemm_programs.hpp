@@ -13,11 +13,12 @@
 namespace cake::codegen::gemm_programs {
 
 // Hopper: 128-row tiles (two consumer warpgroups of 64 rows), kBN of 64, 128, 192 or 256, a stage
-// ring, raster bands of row blocks, clusters of 1 (dynamic tile schedule) or 2.
+// ring, raster bands of row blocks, clusters of 1 (dynamic tile schedule) or 2; fwd may sum
+// `b_parts` B operands stacked in one map (the kernel's kBParts).
 struct Sm90Tile {
-  int bm = 128, bn = 256, stages = 4, raster = 16, cluster = 1;
+  int bm = 128, bn = 256, stages = 4, raster = 16, cluster = 1, b_parts = 1;
   int threads() const { return gemm::kSm90Threads; }
-  int smem() const { return gemm::sm90_smem_bytes(bm, bn, stages); }
+  int smem() const { return gemm::sm90_smem_bytes(bm, bn, stages, b_parts); }
   std::string tag() const { return std::to_string(bm) + "x" + std::to_string(bn); }
 };
 
@@ -58,7 +59,7 @@ inline nlohmann::json kernel_list(const std::string& out, bool acc) {
 }
 
 // wgrad program names carry the out dtype (and accumulate); fwd and dgrad name an out dtype
-// other than bf16 (the portable kernel writes f32 for any op; the sm90 one for wgrad only).
+// other than bf16.
 inline std::string kind_tag(const GemmOp& op, const std::string& out, bool acc) {
   return op.index == gemm::kOpWgrad || out != "bf16" ? "_" + out + (acc ? "_acc" : "") : "";
 }
@@ -68,20 +69,23 @@ inline std::string kind_tag(const GemmOp& op, const std::string& out, bool acc) 
 inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, const Sm90Tile& t,
                                 const std::string& out, bool acc, bool compact = false) {
   ProgramSpec p;
-  p.name = prefix + "_sm90_" + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "_s" + std::to_string(t.stages) +
-           "_r" + std::to_string(t.raster) + "_c" + std::to_string(t.cluster);
+  p.name = prefix + "_sm90_" + op.name + kind_tag(op, out, acc) + "_" + t.tag() +
+           (t.b_parts > 1 ? "_x" + std::to_string(t.b_parts) : "") + "_s" + std::to_string(t.stages) + "_r" +
+           std::to_string(t.raster) + "_c" + std::to_string(t.cluster);
   p.templ = "sm90_gemm.cuh";
   p.archs = {"sm_90a"};
   p.min_cuda = "12.3";  // wgmma, setmaxnreg and TMA through NVRTC
   p.kernels.push_back("cake::gemm::sm90_gemm<" + std::to_string(op.index) + ", " + ctype(out) + ", " + cbool(acc) +
                       ", " + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.stages) +
                       ", " + std::to_string(t.raster) + ", " + std::to_string(t.cluster) +
-                      (compact ? ", true" : "") + ">");
+                      (compact ? ", true" : t.b_parts > 1 ? ", false" : "") +
+                      (t.b_parts > 1 ? ", false, " + std::to_string(t.b_parts) : "") + ">");
   if (compact) p.name += "_compact";
   p.params = {{"kind", "sm90"},       {"op", op.name},          {"tile_m", t.bm},
               {"tile_n", t.bn},       {"stages", t.stages},     {"raster", t.raster},
               {"cluster", t.cluster}, {"threads", t.threads()}, {"smem", t.smem()},
               {"kernels", kernel_list(out, acc)}};
+  if (t.b_parts > 1) p.params["b_parts"] = t.b_parts;
   // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
   // walk round-robin and need none. The last wave's tiles split along the reduction
   // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; docs/decisions.md,

@@ -225,13 +225,13 @@ TEST(Cli, PlanPrintsTheFamilysNotes) {
                                      " --dim k=4096 --dim b=1 --dim kn=0 --dtype dw=f32 --accumulate";
   auto det = run(wgrad);
   ASSERT_EQ(det.code, 0) << det.out;
-  EXPECT_NE(det.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x128  (accumulate fused, deterministic"),
+  EXPECT_NE(det.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x64  (accumulate fused, deterministic"),
             std::string::npos) << det.out;
-  EXPECT_NE(det.out.find("note: tail split: the last 32 tiles run as 4 parts each"), std::string::npos) << det.out;
+  EXPECT_NE(det.out.find("note: tail split: the last 64 tiles run as 2 parts each"), std::string::npos) << det.out;
   // N 64: the split over T is not offered (its window starts past the 128-column tiles).
   auto nondet = run(wgrad + " --nondeterministic");
   ASSERT_EQ(nondet.code, 0) << nondet.out;
-  EXPECT_NE(nondet.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x128  (accumulate fused, deterministic"),
+  EXPECT_NE(nondet.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x64  (accumulate fused, deterministic"),
             std::string::npos) << nondet.out;
   EXPECT_NE(nondet.out.find("passed over wgrad_acc_f32_reduce_sm90_128x256: dim - n=64 outside [136, 256]"),
             std::string::npos) << nondet.out;

@@ -64,18 +64,26 @@ std::string route_prefix(const OpSpec& op, const Layout& layout, const std::stri
 struct NarrowTile {
   Sm90Tile tile;
   int64_t max_n;
+  int64_t max_t = 0;  // 0: any T
 };
 const NarrowTile kNarrowFwd[] = {{{128, 64, 8}, 64}, {{128, 128, 6}, 128}};
+// An f32 y (fwd): the sm90 kernel holds an FP32 tile whole only up to 192 columns, so wide y
+// takes 128-column tiles; N <= 64 the 64-column one.
+const NarrowTile kFwdF32[] = {{{128, 64, 8}, 64}, {{128, 128, 6}, 0}};
 
-// wgrad's narrow tile: a skinny dw (N <= 128) has N rows, so the 128 x 256 tile gives K / 256
+// wgrad's narrow tiles: a skinny dw (N <= 128) has N rows, so the 128 x 256 tile gives K / 256
 // tiles (16 at K = 4096), which split into at most kMaxSplitParts parts still leave half the
 // SMs idle. 128 columns double the tiles; a [K, N] dw (its rows are K) computes no columns
-// past N. Every wgrad route of such a dw takes it, composed ones too, so that they agree bitwise.
-const NarrowTile kNarrowWgrad = {{128, 128, 6}, 128};
+// past N. At N <= 64 and T <= 16384, 64 columns double them again; over longer T each tile's
+// extra pass over dy costs more than the SMs gain (docs/decisions.md). Every wgrad route of
+// such a dw takes the same tile, composed ones too, so that they agree bitwise. Narrowest first.
+const NarrowTile kNarrowWgrad[] = {{{128, 64, 8}, 64, 16384}, {{128, 128, 6}, 128}};
+constexpr int64_t kNarrowWgradMaxN = 128;  // the widest narrow tile's N bound
 
-// `w` narrowed to N <= max_n (0: any N).
-json narrow_window(json w, int64_t max_n) {
-  if (max_n > 0) w["dims"]["n"] = {8, max_n};
+// `w` narrowed to the tile's N and T bounds (0: any).
+json narrow_window(json w, const NarrowTile& narrow) {
+  if (narrow.max_n > 0) w["dims"]["n"] = {8, narrow.max_n};
+  if (narrow.max_t > 0) w["dims"]["t"] = {0, narrow.max_t};
   return w;
 }
 
@@ -87,7 +95,7 @@ json narrow_window(json w, int64_t max_n) {
 json reduce_candidate(const OpSpec& op, const Layout& layout, const OpSpec& kernel, const Sm90Tile& sm90) {
   json w = window(op, layout, "sm_90a", "f32");
   w["dims"]["b"] = {1, 1};
-  w["dims"]["n"] = {kNarrowWgrad.max_n + 8, 256};
+  w["dims"]["n"] = {kNarrowWgradMaxN + 8, 256};
   w["dims"]["k"] = {8, 8192};
   w["dims"]["t"] = {2 * gemm::kMinReducePartRows, nullptr};
   return {{"name", std::string("wgrad_acc_f32_reduce") + layout.tag + "_sm90_" + sm90.tag()},
@@ -111,17 +119,20 @@ FamilySpec family_spec_dense_gemm() {
     // Each op's programs (its kernel op's, for every out kind), listed once.
     for (const auto& [out, acc] : out_kinds(op)) {
       add_sm90_with_stand_in(f.programs, "dense", op, sm90, out, acc);
-      if (op.index == gemm::kOpWgrad) add_sm90_with_stand_in(f.programs, "dense", op, kNarrowWgrad.tile, out, acc);
+      if (op.index == gemm::kOpWgrad)
+        for (const NarrowTile& narrow : kNarrowWgrad) add_sm90_with_stand_in(f.programs, "dense", op, narrow.tile, out, acc);
       f.programs.push_back(portable_program("dense", op, portable, out, acc));
     }
     if (op.index == gemm::kOpWgrad) f.programs.push_back(sm90_reduce_program("dense", sm90));
     // fwd's narrow tiles, for its own kernel and (a [K, N] weight) dgrad's.
     if (op.index != gemm::kOpWgrad)
       for (const NarrowTile& narrow : kNarrowFwd) add_sm90_with_stand_in(f.programs, "dense", op, narrow.tile, "bf16", false);
-    // An f32 y (logits, say): the portable kernel writes f32 for any op, the sm90 one only for
-    // wgrad, so fwd in f32 runs the portable program on every arch. dgrad's program serves it
-    // for a [K, N] weight.
-    if (op.index != gemm::kOpWgrad) f.programs.push_back(portable_program("dense", op, portable, "f32", false));
+    // An f32 y (logits, say): fwd's kernel, or dgrad's for a [K, N] weight, on 64- and
+    // 128-column sm90 tiles or the portable tile. No compact stand-ins: FP32 tiles roll nothing.
+    if (op.index != gemm::kOpWgrad) {
+      for (const NarrowTile& t : kFwdF32) f.programs.push_back(sm90_program("dense", op, t.tile, "f32", false));
+      f.programs.push_back(portable_program("dense", op, portable, "f32", false));
+    }
   }
   for (const OpSpec& op : kOps) {
     json candidates = json::array();
@@ -134,7 +145,7 @@ FamilySpec family_spec_dense_gemm() {
             candidates.push_back(
                 {{"name", prefix + "_sm90_" + narrow.tile.tag()},
                  {"stages", {gemm_stage(sm90_program("dense", kernel, narrow.tile, out, acc).name, kernel, op.out)}},
-                 {"window", narrow_window(window(op, layout, "sm_90a", out), narrow.max_n)},
+                 {"window", narrow_window(window(op, layout, "sm_90a", out), narrow)},
                  {"note", "N <= " + std::to_string(narrow.max_n) + ": a " + std::to_string(narrow.tile.bn) +
                               "-column tile computes no columns past N" +
                               (layout.kn ? " ([K, N] weight: the dgrad kernel)" : "")}});
@@ -153,25 +164,36 @@ FamilySpec family_spec_dense_gemm() {
         }
         if (acc) hopper["accumulate"] = "fused", port["accumulate"] = "fused";
         if (acc) candidates.push_back(reduce_candidate(op, layout, kernel, sm90));
-        if (op.index == gemm::kOpWgrad) {
-          const Sm90Tile& t = kNarrowWgrad.tile;
-          json narrow = hopper;
-          narrow["name"] = prefix + "_sm90_" + t.tag();
-          narrow["stages"] = {gemm_stage(sm90_program("dense", kernel, t, out, acc).name, kernel, op.out)};
-          narrow["window"] = narrow_window(window(op, layout, "sm_90a", out), kNarrowWgrad.max_n);
-          narrow["note"] = "N <= " + std::to_string(kNarrowWgrad.max_n) + ": " + std::to_string(t.bn) +
-                           "-column tiles, twice as many for the SMs" + (layout.kn ? " ([K, N] dw)" : "");
-          candidates.push_back(narrow);
-        }
+        if (op.index == gemm::kOpWgrad)
+          for (const NarrowTile& tile : kNarrowWgrad) {
+            const Sm90Tile& t = tile.tile;
+            json narrow = hopper;
+            narrow["name"] = prefix + "_sm90_" + t.tag();
+            narrow["stages"] = {gemm_stage(sm90_program("dense", kernel, t, out, acc).name, kernel, op.out)};
+            narrow["window"] = narrow_window(window(op, layout, "sm_90a", out), tile);
+            narrow["note"] = "N <= " + std::to_string(tile.max_n) +
+                             (tile.max_t > 0 ? ", T <= " + std::to_string(tile.max_t) : std::string()) + ": " +
+                             std::to_string(t.bn) + "-column tiles, " + std::to_string(256 / t.bn) +
+                             "x as many for the SMs" + (layout.kn ? " ([K, N] dw)" : "");
+            candidates.push_back(narrow);
+          }
         candidates.push_back(hopper);
         candidates.push_back(port);
       }
       if (op.index == gemm::kOpFwd) {
+        const std::string prefix = route_prefix(op, layout, "f32", false);
+        for (const NarrowTile& t : kFwdF32)
+          candidates.push_back(
+              {{"name", prefix + "_sm90_" + t.tile.tag()},
+               {"stages", {gemm_stage(sm90_program("dense", kernel, t.tile, "f32", false).name, kernel, op.out)}},
+               {"window", narrow_window(window(op, layout, "sm_90a", "f32"), t)},
+               {"note", std::string("f32 y: FP32 tiles of at most 128 columns") +
+                            (layout.kn ? " ([K, N] weight: the dgrad kernel)" : "")}});
         candidates.push_back(
-            {{"name", route_prefix(op, layout, "f32", false) + "_portable_" + portable.tag()},
+            {{"name", prefix + "_portable_" + portable.tag()},
              {"stages", {gemm_stage(portable_program("dense", kernel, portable, "f32", false).name, kernel, op.out)}},
              {"window", window(op, layout, "sm_80+", "f32")},
-             {"note", "f32 y: the portable kernel on every arch (the sm90 epilogue writes bf16 for fwd and dgrad)"}});
+             {"note", "f32 y: mma.sync, any sm_80+ part"}});
       }
       if (op.index != gemm::kOpWgrad) continue;
       // Composed accumulate: dW into a scratch of dw's dtype, then dw = dw + scratch. For f32
@@ -179,19 +201,20 @@ FamilySpec family_spec_dense_gemm() {
       // accumulates only composed (dW rounded to bf16 first, as every route must agree).
       for (const std::string out : {"f32", "bf16"}) {
         const std::string add = out == "bf16" ? "ew_add_bf16_v8" : "ew_add_f32_v4";
-        const Sm90Tile& narrow = kNarrowWgrad.tile;
-        for (const auto& [tag, prog, arch, max_n] :
-             {std::tuple{"sm90_" + narrow.tag(), sm90_program("dense", kernel, narrow, out, false).name, "sm_90a",
-                         kNarrowWgrad.max_n},
-              std::tuple{std::string("sm90"), sm90_program("dense", kernel, sm90, out, false).name, "sm_90a", int64_t{0}},
-              std::tuple{std::string("portable"), portable_program("dense", kernel, portable, out, false).name,
-                         "sm_80+", int64_t{0}}}) {
+        std::vector<std::tuple<std::string, std::string, std::string, NarrowTile>> choices;
+        for (const NarrowTile& narrow : kNarrowWgrad)
+          choices.emplace_back("sm90_" + narrow.tile.tag(), sm90_program("dense", kernel, narrow.tile, out, false).name,
+                               "sm_90a", narrow);
+        choices.emplace_back("sm90", sm90_program("dense", kernel, sm90, out, false).name, "sm_90a", NarrowTile{});
+        choices.emplace_back("portable", portable_program("dense", kernel, portable, out, false).name, "sm_80+",
+                             NarrowTile{});
+        for (const auto& [tag, prog, arch, narrow] : choices) {
           candidates.push_back(
               {{"name", "wgrad_acc_" + out + "_composed" + layout.tag + "_" + tag},
                {"stages",
                 {gemm_stage(prog, kernel, "scratch"),
                  {{"program", add}, {"bind", {{"out", "dw"}, {"a", "dw"}, {"b", "scratch"}}}}}},
-               {"window", narrow_window(window(op, layout, arch, out), max_n)},
+               {"window", narrow_window(window(op, layout, arch, out), narrow)},
                {"accumulate", "composed"},
                {"scratch", {{"dims", {"b", "n", "k"}}, {"dtype_of", "dw"}}},
                {"note", out == "bf16" ? "bf16 accumulates composed only: dW is rounded to bf16, then added"

@@ -3,8 +3,9 @@
 // (f32, optionally accumulating), with dlogits f32. Every FP32 operand is split exactly into
 // three BF16 parts (hi + mid + lo, templates/router_gemm/) and the products that reach FP32
 // accuracy run on the shared BF16 GEMM kernels of templates/common/ with FP32 accumulation:
-//   fwd, w f32:  x w^T = x hi^T + x mid^T + x lo^T, three GEMMs into logits (the last two
-//                accumulate), so x is never copied;
+//   fwd, w f32:  x w^T = x hi^T + x mid^T + x lo^T: on Hopper one GEMM whose B is the three
+//                parts (each k step multiplies x's tile by all three into one accumulator, so
+//                x is read once); elsewhere three GEMMs into logits (the last two accumulate);
 //   dgrad:       the parts laid along the reduction (E): dlogits' [T, P E] x w' [P E, H], one
 //                GEMM; w bf16: P = 3 (d_hi w + d_mid w + d_lo w), w f32: P = 6 (every product
 //                of parts i + j <= 2 from 0, the rest is below FP32's rounding);
@@ -60,6 +61,26 @@ json per_chunk(std::vector<std::string> dims, const std::string& dtype_of, int t
 
 const GemmOp kFwd{"fwd", gemm::kOpFwd}, kDgrad{"dgrad", gemm::kOpDgrad}, kWgrad{"wgrad", gemm::kOpWgrad};
 
+// fwd's sm90 tiles (FP32 logits), narrowest first: E <= 64 fits one 64-column tile; wider E
+// takes 128 columns (FP32 tiles are held whole, so 128 is the widest). max_e 0: any E.
+struct FwdTile {
+  Sm90Tile tile;
+  int64_t max_e;
+};
+const FwdTile kFwdTiles[] = {{{128, 64, 8}, 64}, {{128, 128, 6}, 0}};
+// The same with w's three parts as B: three B tiles a stage leave room for fewer stages
+// (128 x 128: 231424 bytes of shared memory).
+const FwdTile kFusedTiles[] = {{{128, 64, 4, 16, 1, 3}, 64}, {{128, 128, 3, 16, 1, 3}, 0}};
+
+// dgrad with an f32 dx: FP32 tiles are held whole, so 128 columns (of H).
+const Sm90Tile kDgradF32 = {128, 128, 6};
+
+json fwd_window(const std::string& wt, int64_t max_e) {
+  json w = window("sm_90a", {{"logits", "f32"}, {"x", "bf16"}, {"w", wt}});
+  if (max_e > 0) w["dims"] = {{"e", {8, max_e}}};
+  return w;
+}
+
 }  // namespace
 
 FamilySpec family_spec_router_gemm() {
@@ -68,11 +89,16 @@ FamilySpec family_spec_router_gemm() {
   const Sm90Tile sm90;
   const PortableTile portable;
   f.programs.push_back(parts_program());
-  // The GEMMs: fwd writes f32 logits (portable: the sm90 fwd epilogue writes bf16), the later
-  // parts accumulating; dgrad bf16 (sm90 and portable) or f32 dx (portable); wgrad f32.
+  // The GEMMs: fwd writes f32 logits (sm90: w's parts summed in one GEMM, or one GEMM a part
+  // with the later ones accumulating; portable: the latter), dgrad bf16 or f32 dx, wgrad f32.
+  // No compact stand-ins for FP32 fwd and dgrad tiles: they roll nothing.
+  for (const FwdTile& t : kFusedTiles) f.programs.push_back(sm90_program("router", kFwd, t.tile, "f32", false));
+  for (const FwdTile& t : kFwdTiles)
+    for (const bool acc : {false, true}) f.programs.push_back(sm90_program("router", kFwd, t.tile, "f32", acc));
   f.programs.push_back(portable_program("router", kFwd, portable, "f32", false));
   f.programs.push_back(portable_program("router", kFwd, portable, "f32", true));
   add_sm90_with_stand_in(f.programs, "router", kDgrad, sm90, "bf16", false);
+  f.programs.push_back(sm90_program("router", kDgrad, kDgradF32, "f32", false));
   add_sm90_with_stand_in(f.programs, "router", kWgrad, sm90, "f32", false);
   f.programs.push_back(portable_program("router", kDgrad, portable, "bf16", false));
   f.programs.push_back(portable_program("router", kDgrad, portable, "f32", false));
@@ -83,6 +109,35 @@ FamilySpec family_spec_router_gemm() {
 
   // fwd
   json fwd = json::array();
+  for (const FwdTile& t : kFusedTiles)
+    fwd.push_back({{"name", "fwd_bf16x3_fused_sm90_" + t.tile.tag()},
+                   {"stages",
+                    {stage(kParts, kSplitF32, {{"in", "w"}, {"out", "scratch.0"}}),
+                     stage(sm90_program("router", kFwd, t.tile, "f32", false).name, 0,
+                           {{"a", "x"}, {"b", "scratch.0"}, {"out", "logits"}})}},
+                   {"window", fwd_window("f32", t.max_e)},
+                   {"scratch", json::array({buffer({"e", "h"}, "x", 3)})},
+                   {"note", "f32 w = hi + mid + lo (bf16): one GEMM with the parts as B, x read once"}});
+  for (const FwdTile& t : kFwdTiles)
+    fwd.push_back({{"name", "fwd_bf16w_sm90_" + t.tile.tag()},
+                   {"stages",
+                    {stage(sm90_program("router", kFwd, t.tile, "f32", false).name, 0,
+                           {{"a", "x"}, {"b", "w"}, {"out", "logits"}})}},
+                   {"window", fwd_window("bf16", t.max_e)},
+                   {"note", "bf16 w: one GEMM, exact products, f32 accumulation"}});
+  for (const FwdTile& t : kFwdTiles) {
+    const std::string first = sm90_program("router", kFwd, t.tile, "f32", false).name,
+                      rest = sm90_program("router", kFwd, t.tile, "f32", true).name;
+    fwd.push_back({{"name", "fwd_bf16x3_sm90_" + t.tile.tag()},
+                   {"stages",
+                    {stage(kParts, kSplitF32, {{"in", "w"}, {"out", "scratch.0"}}),
+                     stage(first, 0, {{"a", "x"}, {"b", "w_hi"}, {"out", "logits"}}),
+                     stage(rest, 0, {{"a", "x"}, {"b", "w_mid"}, {"out", "logits"}}),
+                     stage(rest, 0, {{"a", "x"}, {"b", "w_lo"}, {"out", "logits"}})}},
+                   {"window", fwd_window("f32", t.max_e)},
+                   {"scratch", json::array({buffer({"e", "h"}, "x", 3)})},
+                   {"note", "f32 w = hi + mid + lo (bf16): three GEMMs into logits (the fused route's fallback)"}});
+  }
   fwd.push_back({{"name", "fwd_bf16w_portable_" + portable.tag()},
                  {"stages", {stage(fwd_f32, 0, {{"a", "x"}, {"b", "w"}, {"out", "logits"}})}},
                  {"window", window("sm_80+", {{"logits", "f32"}, {"x", "bf16"}, {"w", "bf16"}})},
@@ -109,7 +164,8 @@ FamilySpec family_spec_router_gemm() {
                          stage(kParts, split_w, {{"in", "w"}, {"out", "scratch.1"}})};
     for (const std::string out : {"bf16", "f32"}) {
       std::vector<std::tuple<std::string, std::string, std::string>> gemms;
-      if (out == "bf16") gemms.emplace_back("sm90_" + sm90.tag(), sm90_program("router", kDgrad, sm90, out, false).name, "sm_90a");
+      const Sm90Tile& tile = out == "bf16" ? sm90 : kDgradF32;
+      gemms.emplace_back("sm90_" + tile.tag(), sm90_program("router", kDgrad, tile, out, false).name, "sm_90a");
       gemms.emplace_back("portable_" + portable.tag(), portable_program("router", kDgrad, portable, out, false).name, "sm_80+");
       for (const auto& [tag, prog, arch] : gemms) {
         json stages = splits;

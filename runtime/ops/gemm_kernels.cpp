@@ -166,10 +166,14 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       const DType ot = s.program->params->at("kernels").at(size_t(s.kernel)).at("out") == "f32" ? DType::f32 : DType::bf16;
       const uint64_t osz = uint64_t(dtype_size(ot));
       const uint32_t obox = uint32_t(128 / osz);
+      // B parts (fwd): the weight is P stacked [N, K] parts per group, summed by the kernel.
+      const uint64_t parts = uint64_t(s.program->params->value("b_parts", 1));
+      if (parts != 1 && op != gemm::kOpFwd)
+        throw Error("program " + s.program->name + " sums B parts, which only fwd programs do");
       switch (op) {
         case gemm::kOpFwd:
           k.a = encode_tma(DType::bf16, a, {K, M}, {2 * K}, {64, bm}, call.a);
-          k.b = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, bn / cluster, 1}, call.b);
+          k.b = encode_tma(DType::bf16, b, {K, parts * N, E}, {2 * K, 2 * parts * N * K}, {64, bn / cluster, 1}, call.b);
           k.out_map = encode_tma(ot, out, {N, M}, {osz * N}, {obox, 64}, call.out);
           break;
         case gemm::kOpDgrad:

@@ -37,11 +37,11 @@ CAKE_CONTRACT_SIZE(TmaDesc, 128);
 // sm90 programs: a producer warpgroup and two consumer warpgroups of 64 rows each.
 constexpr int kSm90Threads = 384;
 
-// Dynamic shared memory of an sm90 program: the stage ring of A and B tiles (128-byte rows),
-// four 8 KB epilogue slices (two per consumer), 1024-byte alignment slack, then barriers,
-// the tile ring and the wgrad group order in the last 1 KB.
-CAKE_HOST_DEVICE constexpr int sm90_smem_bytes(int bm, int bn, int stages) {
-  return stages * (bm + bn) * 128 + 4 * 8192 + 2048;
+// Dynamic shared memory of an sm90 program: the stage ring of A and B tiles (128-byte rows;
+// `b_parts` B tiles a stage), four 8 KB epilogue slices (two per consumer), 1024-byte
+// alignment slack, then barriers, the tile ring and the wgrad group order in the last 1 KB.
+CAKE_HOST_DEVICE constexpr int sm90_smem_bytes(int bm, int bn, int stages, int b_parts = 1) {
+  return stages * (bm + b_parts * bn) * 128 + 4 * 8192 + 2048;
 }
 
 // The int32 counters an sm90 launch with the dynamic schedule owns (zero at launch, zero

@@ -53,6 +53,7 @@
 // Host contract (gemm_contract.h: Sm90Args, sm90_smem_bytes, the counters): block
 // kSm90Threads, grid a multiple of kCluster (one CTA per SM), bf16 maps with 128-byte swizzle:
 //   fwd:   A = x {K, M} box {64, 128};  B = w {K, N, E} box {64, kBN / kCluster, 1};  out y {N, M}
+//          (kBParts > 1: B = the parts {K, kBParts N, E}, box {64, kBN, 1})
 //   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
 //   wgrad: A = g {N, M} box {64, 64};   B = x {K, M} box {64, 64};                    out dw {K, N, E}
 //   out boxes {128 / sizeof(OutT), 64 (, 1)} in out's dtype.
@@ -440,8 +441,11 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
 // kReduceGroups (wgrad, accumulating): every group's tiles reduce-add into group 0's output, so
 // groups that split T's rows (null offs, gemm_contract.h reduce_parts) sum into one dW in the
 // order their tiles finish: not bitwise repeatable, the route's non-deterministic split.
+// kBParts (fwd, clusters of 1): Y = X (W_0 + ... + W_{P-1})^T with B's map holding the P parts
+// as P N rows; a stage holds one A tile and P B tiles, and each k step issues one wgmma per
+// part into the same accumulators, so X is read once (an FP32 weight's BF16 parts).
 template <int kOp, typename OutT, bool kAccumulate, int kBM, int kBN, int kStages, int kRasterBand, int kCluster,
-          bool kCompact = false, bool kReduceGroups = false>
+          bool kCompact = false, bool kReduceGroups = false, int kBParts = 1>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads, 1)
     sm90_gemm(const __grid_constant__ Sm90Args args) {
   using namespace sm90;
@@ -469,12 +473,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   constexpr int kHeldSlices = (192 - kBN / 2) / 16 < kSlices ? (192 - kBN / 2) / 16 : kSlices;
   constexpr int kDirect = kSlices - kHeldSlices;
   static_assert(kDirect == 0 || sizeof(OutT) == 4, "a BF16 tile is held whole (masked stores read it)");
+  static_assert(kDirect == 0 || kOp == kOpWgrad, "fwd and dgrad tiles are held whole (masked stores read them)");
+  static_assert(kBParts >= 1 && (kBParts == 1 || (kOp == kOpFwd && kCluster == 1)), "B parts: fwd, clusters of 1");
   constexpr bool kOverlapEpilogue = kHeldSlices > 0 && !(kCompact && kOp == kOpWgrad);
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
   static_assert(kOp == kOpFwd || (kBN / 64) % kCluster == 0, "each CTA of a cluster loads whole 64-column B sub-tiles");
   constexpr int kTransA = kOp == kOpWgrad ? 1 : 0;  // A is MN-major
   constexpr int kTransB = kOp == kOpFwd ? 0 : 1;    // B is MN-major
-  constexpr unsigned kABytes = kBM * 128, kBBytes = kBN * 128;
+  constexpr unsigned kABytes = kBM * 128, kBBytes = kBN * 128, kStageBBytes = kBParts * kBBytes;
   // C is [c_rows, c_cols] per group (row-grouped ops: rows come from the group).
   const int c_rows = kOp == kOpWgrad ? n : m;
   const int c_cols = kOp == kOpFwd ? n : k;
@@ -483,7 +489,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   const unsigned raw = smem_u32(smem_raw);
   const unsigned a_base = (raw + 1023u) & ~1023u;
   const unsigned b_base = a_base + kStages * kABytes;
-  const unsigned epi_base = b_base + kStages * kBBytes;   // 4 epilogue slices of 8 KB
+  const unsigned epi_base = b_base + kStages * kStageBBytes;  // 4 epilogue slices of 8 KB
   const unsigned full_bar = epi_base + 4 * 8192;          // kStages barriers of 8 bytes
   const unsigned empty_bar = full_bar + kStages * 8;
   const unsigned tile_full = empty_bar + kStages * 8;     // tile-index ring: 2 slots
@@ -583,7 +589,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
           if (kb == ask_at) next = counted_base + atomicAdd(sched, 1);
           mbar_wait(empty_bar + 8 * stage, phase ^ 1);
           const unsigned bar = full_bar + 8 * stage;
-          const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
+          const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kStageBBytes;
           if constexpr (kOp == kOpWgrad) {
             // A 64-row sub-tile wholly past C's rows (a dw of N <= 64) is not loaded: its rows
             // are never stored, and an out-of-range box costs the TMA about a real one's time.
@@ -595,15 +601,17 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
             for (int j = 0; j < kBM / 64; ++j)
               if (j < a_subs) tma_load_2d(sa + j * 8192, &tma_a, bar, mrow + 64 * j, tile.row0 + kb * 64);
           } else {
-            mbar_expect_tx(bar, kABytes + kBBytes);  // own A, all of B (a 1/kCluster share from each CTA)
+            mbar_expect_tx(bar, kABytes + kStageBBytes);  // own A, all of B (a 1/kCluster share from each CTA)
             tma_load_2d(sa, &tma_a, bar, kb * 64, tile.row0 + mrow);
           }
           if constexpr (kOp == kOpFwd) {  // K-major B: rows [rank * kBN / kCluster, ...) of the tile
             constexpr int kRows = kBN / kCluster;
-            if constexpr (kCluster > 1)
+            if constexpr (kCluster > 1) {
               tma_load_3d_mc(sb + rank * kRows * 128, &tma_b, bar, kb * 64, ncol + rank * kRows, tile.group, kMask);
-            else
-              tma_load_3d(sb, &tma_b, bar, kb * 64, ncol, tile.group);
+            } else {
+#pragma unroll
+              for (int p = 0; p < kBParts; ++p) tma_load_3d(sb + p * kBBytes, &tma_b, bar, kb * 64, p * n + ncol, tile.group);
+            }
           } else {  // MN-major B: this CTA's share of the 64-column sub-tiles
             constexpr int kSubs = kBN / 64 / kCluster;
 #pragma unroll
@@ -739,12 +747,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
       }
     };
     // A row block that ends inside its group (fwd, dgrad): slice `s`, just written into the
-    // warpgroup's last buffer by store_slice, goes out in 16-byte chunks of the group's rows
-    // only. N and K are multiples of 8 (checked before launch), so a chunk is all in or all
-    // out of the columns, and 16-byte aligned.
+    // warpgroup's last buffer by store_slice, goes out in 16-byte chunks (8 BF16 or 4 FP32
+    // columns) of the group's rows only; accumulating, each chunk adds to what is there (one
+    // rounding, as TMA's reduce-add). N and K are multiples of 8 (checked before launch), so a
+    // chunk is all in or all out of the columns, and 16-byte aligned.
     auto store_masked = [&](const Tile& tile, int s) {
       if constexpr (kOp != kOpWgrad) {  // a wgrad tile's rows are C's: always TMA-stored
-        static_assert(sizeof(OutT) == 2, "fwd and dgrad write BF16");
+        constexpr int kChunkCols = 16 / int(sizeof(OutT));
         const unsigned buf = epi_base + (c * 2 + ((epi_seq - 1) & 1)) * 8192;
         const int row0 = tile.row0 + tile.m_blk * kBM + c * 64;  // the buffer's first row
         const int rows = tile.row_end - row0 < 64 ? tile.row_end - row0 : 64;
@@ -752,12 +761,20 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
 #pragma unroll 1
         for (int i = ctid % 128; i < rows * 8; i += 128) {
           const int row = i >> 3, chunk = i & 7;
-          if (col0 + chunk * 8 >= c_cols) continue;
+          if (col0 + chunk * kChunkCols >= c_cols) continue;
           uint4 v;
           asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                        : "r"(buf + row * 128 + ((chunk ^ (row & 7)) << 4)));
-          *reinterpret_cast<uint4*>(out + static_cast<long long>(row0 + row) * c_cols + col0 + chunk * 8) = v;
+          uint4* const dst =
+              reinterpret_cast<uint4*>(out + static_cast<long long>(row0 + row) * c_cols + col0 + chunk * kChunkCols);
+          if constexpr (kAccumulate) {
+            const float4 o = *reinterpret_cast<const float4*>(dst);
+            *reinterpret_cast<float4*>(dst) = make_float4(o.x + __uint_as_float(v.x), o.y + __uint_as_float(v.y),
+                                                          o.z + __uint_as_float(v.z), o.w + __uint_as_float(v.w));
+          } else {
+            *dst = v;
+          }
         }
       }
     };
@@ -826,8 +843,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
       int held = -1;  // the stage the previous k block read, released once its wgmma is done
       auto k_block = [&](int kb, int old_slice, bool writes_old) {  // a constant unless rolled
         mbar_wait(full_bar + 8 * stage, phase);
-        const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kBBytes;
-        const unsigned a_lo = a_lo0 + stage * (kABytes >> 4), b_lo = b_lo0 + stage * (kBBytes >> 4);
+        const unsigned sa = a_base + stage * kABytes, sb = b_base + stage * kStageBBytes;
+        const unsigned a_lo = a_lo0 + stage * (kABytes >> 4), b_lo = b_lo0 + stage * (kStageBBytes >> 4);
         if constexpr (kOp == kOpWgrad) {
           const int valid = tile.row_end - tile.row0 - kb * 64;
           if (valid < 64) {  // rows of the next group (or past M): zero them for the reduction
@@ -848,8 +865,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
           const unsigned long long da = desc_of(a_lo + kk * (kTransA ? 2048 : 32) / 16, 1024);
-          const unsigned long long db = desc_of(b_lo + kk * (kTransB ? 2048 : 32) / 16, 1024);
-          wgmma<kBN, kTransA, kTransB>(acc, da, db);
+#pragma unroll
+          for (int p = 0; p < kBParts; ++p) {
+            const unsigned long long db = desc_of(b_lo + p * (kBBytes >> 4) + kk * (kTransB ? 2048 : 32) / 16, 1024);
+            wgmma<kBN, kTransA, kTransB>(acc, da, db);
+          }
         }
         wgmma_commit();
         if (writes_old) {

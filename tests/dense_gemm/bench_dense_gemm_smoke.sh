@@ -35,3 +35,8 @@ grep -q "wgrad_acc_f32_fused" <<<"$out" || fail "wgrad_acc does not name its fus
 out2=$("$cakec" bench dense_gemm --k 512 --n 32 --t 4097 --op fwd wgrad_acc --reps 3 --no-graph 2>&1) || fail "--no-graph: rc $?"
 echo "$out2"
 [ "$(awk '$2 == 512 && $12 == "ok"' <<<"$out2" | wc -l)" = 2 ] || fail "--no-graph: expected two rows checked ok"
+# fwd with an f32 y (asked for by name): four rows checked ok, each naming an f32 route.
+out3=$("$cakec" bench dense_gemm --k 512 --n 32 200 --t 1 4097 --op fwd_f32 --reps 3 2>&1) || fail "fwd_f32: rc $?"
+echo "$out3"
+[ "$(awk '$1 == "fwd_f32" && $2 == 512 && $12 == "ok" && $11 ~ /^fwd_f32_/' <<<"$out3" | wc -l)" = 4 ] ||
+  fail "fwd_f32: expected four rows checked ok on an f32 route"

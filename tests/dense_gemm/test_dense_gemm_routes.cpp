@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 
 #include "fixtures.hpp"
 #include "gemm_contract.h"
@@ -56,7 +57,7 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
   for (std::string op : {"dgrad", "wgrad"}) {
     auto r = plan(problem(op, 64), hopper_);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(r.plan->route, op == "dgrad" ? "dgrad_sm90_128x256" : "wgrad_bf16_sm90_128x128");
+    EXPECT_EQ(r.plan->route, op == "dgrad" ? "dgrad_sm90_128x256" : "wgrad_bf16_sm90_128x64");
     EXPECT_EQ(r.plan->stages[0].program->templ, "sm90_gemm.cuh");
     r = plan(problem(op, 64), ampere_);
     ASSERT_TRUE(r.ok()) << r.error;
@@ -64,12 +65,13 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
     EXPECT_EQ(r.plan->stages[0].program->templ, "smxx_gemm.cuh");
     EXPECT_EQ(r.plan->stages[0].build->arch.str(), "sm_80");
   }
-  // wgrad's tile: 128 columns for N <= 128 (twice the tiles of a skinny dw), 256 above. The
-  // sm90 wgrad programs carry the tail split's counters and workspace.
-  for (const auto& [n, bn] : {std::pair{8, 128}, {32, 128}, {128, 128}, {136, 256}, {1024, 256}}) {
-    auto r = plan(problem("wgrad", n, "f32"), hopper_);
+  // wgrad's tile: 64 columns for N <= 64 over T <= 16384, 128 for N <= 128 (more tiles of a
+  // skinny dw), 256 above. The sm90 wgrad programs carry the tail split's counters and workspace.
+  for (const auto& [n, t, bn] : {std::tuple{8, 1, 64}, {32, 16384, 64}, {64, 1024, 64}, {64, 16385, 128},
+                                 {72, 1024, 128}, {128, 16173, 128}, {136, 1024, 256}, {1024, 16173, 256}}) {
+    auto r = plan(problem("wgrad", n, "f32", false, t), hopper_);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(r.plan->route, "wgrad_f32_sm90_128x" + std::to_string(bn)) << n;
+    EXPECT_EQ(r.plan->route, "wgrad_f32_sm90_128x" + std::to_string(bn)) << n << " " << t;
     EXPECT_EQ(r.plan->stages[0].program->params->at("counters"), gemm::kCounterInts);
     EXPECT_EQ(r.plan->stages[0].program->params->at("workspace_per_sm"), 128 * bn * 4);
   }
@@ -78,11 +80,11 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
 TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   auto r = plan(problem("wgrad", 64, "f32", true), hopper_);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_sm90_128x128");
+  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_sm90_128x64");
   EXPECT_EQ(r.plan->accumulate, Accumulate::fused);
   r = plan(problem("wgrad", 64, "bf16", true, 1000, 4096, 3), hopper_);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan->route, "wgrad_acc_bf16_composed_sm90_128x128");
+  EXPECT_EQ(r.plan->route, "wgrad_acc_bf16_composed_sm90_128x64");
   EXPECT_EQ(r.plan->accumulate, Accumulate::composed);
   EXPECT_EQ(r.plan->scratch_bytes, 3 * 64 * 4096 * 2);  // [B, N, K] bf16
   r = plan(problem("wgrad", 256, "bf16", true), hopper_);
@@ -93,18 +95,29 @@ TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_portable_128x128");
 }
 
-// An f32 y runs the portable program on every arch (the sm90 epilogue writes bf16 for fwd).
-TEST_F(DenseGemmRoutes, F32OutputRunsThePortableProgram) {
+// An f32 y runs the sm90 kernel on Hopper (64 columns for N <= 64, else 128: FP32 tiles are
+// held whole) and the portable one elsewhere; a [K, N] weight runs dgrad's kernel.
+TEST_F(DenseGemmRoutes, F32OutputRunsTheSm90KernelOnHopperThePortableOneElsewhere) {
   for (int kn : {0, 1}) {
+    const std::string tag = kn ? "_kn" : "", kernel = kn ? "dgrad" : "fwd";
+    for (const auto& [n, bn, stages] : {std::tuple{32, 64, 8}, {64, 64, 8}, {72, 128, 6}, {1024, 128, 6}}) {
+      SCOPED_TRACE("kn " + std::to_string(kn) + ", N " + std::to_string(n));
+      Problem p = problem("fwd", n, "f32");
+      p.dims["kn"] = kn;
+      auto r = plan(p, hopper_);
+      ASSERT_TRUE(r.ok()) << r.error;
+      EXPECT_EQ(r.plan->route, "fwd_f32" + tag + "_sm90_128x" + std::to_string(bn));
+      EXPECT_EQ(r.plan->stages[0].program->name, "dense_sm90_" + kernel + "_f32_128x" + std::to_string(bn) + "_s" +
+                                                     std::to_string(stages) + "_r16_c1");
+      EXPECT_NE(r.plan->stages[0].program->kernels[0].find(", float, false,"), std::string::npos);
+      EXPECT_LE(r.plan->stages[0].program->params->at("smem").get<int>(), hopper_.max_smem_optin);
+    }
     Problem p = problem("fwd", 256, "f32");
     p.dims["kn"] = kn;
-    auto r = plan(p, hopper_);
+    auto r = plan(p, ampere_);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(r.plan->route, kn ? "fwd_f32_kn_portable_128x128" : "fwd_f32_portable_128x128");
-    EXPECT_EQ(r.plan->stages[0].build->arch.str(), "sm_90a");
-    EXPECT_EQ(r.plan->stages[0].program->name,
-              kn ? "dense_portable_dgrad_f32_128x128x32_s4_w2x2" : "dense_portable_fwd_f32_128x128x32_s4_w2x2");
-    EXPECT_NE(r.plan->stages[0].program->kernels[0].find(", float, false,"), std::string::npos);
+    EXPECT_EQ(r.plan->route, "fwd_f32" + tag + "_portable_128x128");
+    EXPECT_EQ(r.plan->stages[0].program->name, "dense_portable_" + kernel + "_f32_128x128x32_s4_w2x2");
   }
 }
 
@@ -114,7 +127,7 @@ TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {
   const std::map<std::string, std::pair<std::string, std::string>> want = {
       {"fwd", {"fwd_kn_sm90_128x64", "dense_sm90_dgrad_128x64_s8_r16_c1"}},
       {"dgrad", {"dgrad_kn_sm90_128x256", "dense_sm90_fwd_128x256_s4_r16_c1"}},
-      {"wgrad", {"wgrad_bf16_kn_sm90_128x128", "dense_sm90_wgrad_bf16_128x128_s6_r16_c1"}}};
+      {"wgrad", {"wgrad_bf16_kn_sm90_128x64", "dense_sm90_wgrad_bf16_128x64_s8_r16_c1"}}};
   for (const auto& [op, route] : want) {
     Problem p = problem(op, 64);
     p.dims["kn"] = 1;
@@ -130,13 +143,13 @@ TEST_F(DenseGemmRoutes, KnWeightRunsTheSwappedKernel) {
   p.dims["kn"] = 1;
   auto r = plan(p, hopper_);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_kn_sm90_128x128");
+  EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_kn_sm90_128x64");
   EXPECT_EQ(r.plan->stages[0].bind.at("a"), "x");
   EXPECT_EQ(r.plan->stages[0].bind.at("b"), "dy");
-  // The notes count the kernel's tiles: dw [K, N] = [4096, 64] is 32 x 1 tiles of 128 x 128.
+  // The notes count the kernel's tiles: dw [K, N] = [4096, 64] is 32 x 1 tiles of 128 x 64.
   std::string all;
   for (const auto& line : ops::plan_notes(p, *r.plan, hopper_)) all += line + "\n";
-  EXPECT_NE(all.find("32 tiles of 128 x 128"), std::string::npos) << all;
+  EXPECT_NE(all.find("32 tiles of 128 x 64"), std::string::npos) << all;
 }
 
 // The only non-deterministic dense_gemm candidates are the reduce splits of the f32
@@ -217,16 +230,27 @@ TEST_F(DenseGemmRoutes, PlanNotesSayTheTailSplitAndWhy) {
   s = notes("wgrad", 4097, 256);
   EXPECT_NE(s.find("tail split: none (no split into parts of at least 4096 rows shortens the tail)"), std::string::npos)
       << s;
-  // N 64: 32 tiles of 128 x 128, whose half-size sums pass on in parts of 2048 rows or more.
+  // N 128: 32 tiles of 128 x 128, whose half-size sums pass on in parts of 2048 rows or more.
   EXPECT_EQ(gemm::min_split_part_rows(128, 128), 2048);
-  s = notes("wgrad", 16173, 64);
+  s = notes("wgrad", 16173, 128);
   EXPECT_NE(s.find("32 tiles of 128 x 128 on 132 SMs (0.24 waves), each over 16173 rows"), std::string::npos) << s;
   EXPECT_NE(s.find("the last 32 tiles run as 4 parts each"), std::string::npos) << s;  // kMaxSplitParts
-  s = notes("wgrad", 4097, 64);
+  s = notes("wgrad", 4097, 128);
   EXPECT_NE(s.find("the last 32 tiles run as 2 parts each"), std::string::npos) << s;
-  s = notes("wgrad", 4000, 64);
+  s = notes("wgrad", 4000, 128);
   EXPECT_NE(s.find("tail split: none (no split into parts of at least 2048 rows shortens the tail)"), std::string::npos)
       << s;
+  // N 64 over T <= 16384: 64 tiles of 128 x 64, parts of at least 1024 rows; past 16384 rows
+  // the 128-column tile again.
+  EXPECT_EQ(gemm::min_split_part_rows(128, 64), 1024);
+  s = notes("wgrad", 16173, 64);
+  EXPECT_NE(s.find("64 tiles of 128 x 64 on 132 SMs (0.48 waves), each over 16173 rows"), std::string::npos) << s;
+  EXPECT_NE(s.find("the last 64 tiles run as 2 parts each"), std::string::npos) << s;
+  s = notes("wgrad", 2000, 64);
+  EXPECT_NE(s.find("tail split: none (no split into parts of at least 1024 rows shortens the tail)"), std::string::npos)
+      << s;
+  s = notes("wgrad", 16385, 64);
+  EXPECT_NE(s.find("32 tiles of 128 x 128 on 132 SMs"), std::string::npos) << s;
   s = notes("wgrad", 8192, 64, 300);
   EXPECT_NE(s.find("tail split: none (over 256 groups)"), std::string::npos) << s;
   s = notes("fwd", 1024, 32);

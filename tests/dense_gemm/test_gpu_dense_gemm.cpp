@@ -188,9 +188,11 @@ TEST_P(DenseGemm, MatchesFp64) {
   };
   check_acc_f32("accumulate f32 (planner's route)", "", Accumulate::fused);
   const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
+  // The sm90 wgrad tile by N and T (codegen/dense_gemm/spec.cpp kNarrowWgrad).
+  const std::string wgrad_tile = N <= 64 && T <= 16384 ? "_128x64" : N <= 128 ? "_128x128" : "";
   check_acc_f32("accumulate f32 composed",
                 std::get<1>(GetParam()) ? portable("wgrad_acc_f32_composed")
-                : hopper                ? (N <= 128 ? "wgrad_acc_f32_composed_sm90_128x128" : "wgrad_acc_f32_composed_sm90")
+                : hopper                ? "wgrad_acc_f32_composed_sm90" + wgrad_tile
                                         : "wgrad_acc_f32_composed_portable",
                 Accumulate::composed);
   // The non-deterministic split (deterministic = false, Hopper, in its window): out0 + dW
@@ -207,8 +209,7 @@ TEST_P(DenseGemm, MatchesFp64) {
       Dev D(DType::f32, shape(N, K));
       auto l = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, o);
       EXPECT_EQ(l.plan()->route, in_window  ? "wgrad_acc_f32_reduce_sm90_128x256"
-                                 : N <= 128 ? "wgrad_acc_f32_fused_sm90_128x128"
-                                            : "wgrad_acc_f32_fused_sm90_128x256")
+                                            : "wgrad_acc_f32_fused_sm90" + (N <= 128 ? wgrad_tile : "_128x256"))
           << l.describe();
       EXPECT_EQ(l.plan()->deterministic, !in_window);
       D.upload(out0);
@@ -278,7 +279,7 @@ TEST_F(DenseGemmGpu, ReplaysInACapturedGraph) {
 }
 
 // A weight stored [K, N] ([B, K, N]), given as its transposed view (as torch's w.t()), and a
-// dw stored the same way: fwd, dgrad and wgrad (f32, and accumulating) against FP64, on the
+// dw stored the same way: fwd (bf16 and f32 y), dgrad and wgrad (f32, and accumulating) against FP64, on the
 // planner's route and with the portable programs forced. N 40 and 72: on Hopper, fwd's
 // 64- and 128-column tiles of the dgrad kernel.
 TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
@@ -330,6 +331,14 @@ TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
       if (!forced && Driver::instance().device(0).arch == *Arch::parse("sm_90a"))
         EXPECT_EQ(fwd.plan()->route, N <= 64 ? "fwd_kn_sm90_128x64" : "fwd_kn_sm90_128x128");
       fwd.launch(nullptr);
+      // An f32 y: on Hopper the dgrad kernel's FP32 tiles (T 777: a masked last row block).
+      Dev YF(DType::f32, shape(T, N));
+      YF.poison();
+      const Launch fwd_f32 = ops::prepare_dense_gemm_fwd(*rt_, YF.dl, X.dl, wv, opt("fwd_f32_kn_portable_128x128"));
+      if (!forced && Driver::instance().device(0).arch == *Arch::parse("sm_90a"))
+        EXPECT_EQ(fwd_f32.plan()->route, N <= 64 ? "fwd_f32_kn_sm90_128x64" : "fwd_f32_kn_sm90_128x128");
+      fwd_f32.launch(nullptr);
+      test::expect_f32_close(YF.download<float>(), yref, "y (f32)");
       ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, wv, opt("dgrad_kn_portable_128x128")).launch(nullptr);
       DLTensor dwv = DW.dl;
       dwv.shape = nk.data(), dwv.strides = st.data();

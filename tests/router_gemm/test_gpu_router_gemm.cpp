@@ -2,11 +2,12 @@
 // wgrad (overwrite and accumulate) against an FP64 reference of the FP32 values, with
 // TARGETS.md's FP32 budget (bf16 dx: the bf16 budget). Outputs are poisoned before every run;
 // each route runs twice and capped to 3 SMs (the same bits each time), on the planner's route
-// and with the portable programs forced. The data is full-precision FP32 (not values that
+// and with the portable programs forced (on Hopper also the three-GEMM sm90 fwd). The data is full-precision FP32 (not values that
 // BF16 holds), so a result computed from BF16-rounded operands misses the budget: a check
 // below makes sure of it.
 #include <gtest/gtest.h>
 
+#include "driver.hpp"
 #include "gpu_util.hpp"
 #include "router_gemm_ops.hpp"
 
@@ -116,6 +117,19 @@ TEST_P(RouterGemm, MatchesFp64) {
                                    return ops::prepare_router_gemm_fwd(*rt_, L.dl, X.dl, W.dl, o);
                                  }))
       test::expect_f32_close(as<float>(bits), lref[i], "logits");
+    // Hopper: the sm90 fwd by E (an f32 w's parts as the B parts of one GEMM), and the
+    // three-GEMM sm90 route, the fused one's fallback, forced.
+    if (Driver::instance().device(0).arch == *Arch::parse("sm_90a")) {
+      const std::string tile = E <= 64 ? "128x64" : "128x128";
+      Launch planned = ops::prepare_router_gemm_fwd(*rt_, L.dl, X.dl, W.dl);
+      ASSERT_NE(planned.plan(), nullptr);
+      EXPECT_EQ(planned.plan()->route, (i ? "fwd_bf16x3_fused_sm90_" : "fwd_bf16w_sm90_") + tile);
+      if (i)
+        for (const auto& bits : runs("fwd_bf16x3_sm90_" + tile, L, false, {}, [&](const ops::OpOptions& o) {
+               return ops::prepare_router_gemm_fwd(*rt_, L.dl, X.dl, W.dl, o);
+             }))
+          test::expect_f32_close(as<float>(bits), lref[i], "logits (three sm90 GEMMs)");
+    }
     for (const std::string out : {"bf16", "f32"}) {
       Dev DX(*parse_dtype(out), {T, H});
       for (const auto& bits : runs("dgrad_" + out + "_" + wt + "w_portable_128x128", DX, false, {},

@@ -3,7 +3,10 @@
 // family's binder uses), accumulate only when asked, every candidate deterministic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fixtures.hpp"
+#include "gemm_contract.h"
 #include "planner.hpp"
 #include "router_gemm_contract.h"
 #include "test_util.hpp"
@@ -41,24 +44,61 @@ class RouterGemmRoutes : public ::testing::Test {
 constexpr int64_t kT = 16384, kE = 256, kH = 7168;
 int64_t aligned(int64_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
+// fwd: one GEMM for a bf16 w; an f32 w's three parts are, on Hopper, the B parts of one GEMM
+// (x read once), elsewhere three GEMMs into logits.
 TEST_F(RouterGemmRoutes, ForwardIsOneGemmForABf16WeightAndThreeForAnF32One) {
   for (const Device& d : {hopper_, ampere_}) {
+    const bool hopper = d.arch == hopper_.arch;
     auto r = plan(problem("fwd", "bf16"), d);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(r.plan->route, "fwd_bf16w_portable_128x128");
+    EXPECT_EQ(r.plan->route, hopper ? "fwd_bf16w_sm90_128x128" : "fwd_bf16w_portable_128x128");
     EXPECT_EQ(r.plan->scratch_bytes, 0);
     r = plan(problem("fwd", "f32"), d);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(r.plan->route, "fwd_bf16x3_portable_128x128");
+    EXPECT_EQ(r.plan->route, hopper ? "fwd_bf16x3_fused_sm90_128x128" : "fwd_bf16x3_portable_128x128");
     EXPECT_EQ(programs(*r.plan),
-              (std::vector<std::string>{"router_parts_v8", "router_portable_fwd_f32_128x128x32_s4_w2x2",
-                                        "router_portable_fwd_f32_acc_128x128x32_s4_w2x2",
-                                        "router_portable_fwd_f32_acc_128x128x32_s4_w2x2"}));
+              hopper ? (std::vector<std::string>{"router_parts_v8", "router_sm90_fwd_f32_128x128_x3_s3_r16_c1"})
+                     : (std::vector<std::string>{"router_parts_v8", "router_portable_fwd_f32_128x128x32_s4_w2x2",
+                                                 "router_portable_fwd_f32_acc_128x128x32_s4_w2x2",
+                                                 "router_portable_fwd_f32_acc_128x128x32_s4_w2x2"}));
     EXPECT_EQ(r.plan->stages[0].kernel, 0);  // split<float>
+    EXPECT_EQ(r.plan->stages[1].bind.at("b"), hopper ? "scratch.0" : "w_hi");
     // w's three parts, [3, E, H] bf16.
     EXPECT_EQ(r.plan->scratch_bytes, 3 * kE * kH * 2);
     EXPECT_EQ(r.plan->scratch_offsets, std::vector<int64_t>{0});
   }
+}
+
+// Hopper's fwd tile by E: one 64-column tile up to E = 64, 128 columns past it; the fused
+// program's stage holds three B tiles, and its shared memory fits the device.
+TEST_F(RouterGemmRoutes, ForwardTileFollowsE) {
+  for (const auto& [e, bn] : {std::pair{8, 64}, {64, 64}, {72, 128}, {256, 128}}) {
+    SCOPED_TRACE("E " + std::to_string(e));
+    auto r = plan(problem("fwd", "f32", "f32", false, 4097, e, 4096), hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, "fwd_bf16x3_fused_sm90_128x" + std::to_string(bn));
+    const auto& params = *r.plan->stages[1].program->params;
+    EXPECT_EQ(params.at("b_parts"), 3);
+    EXPECT_EQ(params.at("tile_n"), bn);
+    EXPECT_EQ(params.at("smem"), gemm::sm90_smem_bytes(128, bn, bn == 64 ? 4 : 3, 3));
+    EXPECT_LE(params.at("smem").get<int>(), hopper_.max_smem_optin);
+    EXPECT_NE(r.plan->stages[1].program->kernels[0].find(", false, false, 3>"), std::string::npos);
+    r = plan(problem("fwd", "bf16", "f32", false, 4097, e, 4096), hopper_);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.plan->route, "fwd_bf16w_sm90_128x" + std::to_string(bn));
+    EXPECT_FALSE(r.plan->stages[0].program->params->contains("b_parts"));
+  }
+  // The three-GEMM sm90 route (the fused one's fallback) runs the f32 program, then the
+  // accumulating one twice.
+  const Route* fwd = reg_->route("router_gemm.fwd");
+  ASSERT_NE(fwd, nullptr);
+  const auto three = std::find_if(fwd->candidates.begin(), fwd->candidates.end(),
+                                  [](const Candidate& c) { return c.name == "fwd_bf16x3_sm90_128x128"; });
+  ASSERT_NE(three, fwd->candidates.end());
+  ASSERT_EQ(three->stages.size(), 4u);
+  EXPECT_EQ(three->stages[1].program, "router_sm90_fwd_f32_128x128_s6_r16_c1");
+  EXPECT_EQ(three->stages[2].program, "router_sm90_fwd_f32_acc_128x128_s6_r16_c1");
+  EXPECT_EQ(three->stages[3].bind.at("b"), "w_lo");
 }
 
 TEST_F(RouterGemmRoutes, DgradLaysThePartsAlongE) {
@@ -68,7 +108,7 @@ TEST_F(RouterGemmRoutes, DgradLaysThePartsAlongE) {
       SCOPED_TRACE(std::string(w) + " w, " + out + " dx");
       auto r = plan(problem("dgrad", w, out), hopper_);
       ASSERT_TRUE(r.ok()) << r.error;
-      EXPECT_EQ(r.plan->route, "dgrad_" + out + "_" + w + "w_" + (out == "bf16" ? "sm90_128x256" : "portable_128x128"));
+      EXPECT_EQ(r.plan->route, "dgrad_" + out + "_" + w + "w_" + (out == "bf16" ? "sm90_128x256" : "sm90_128x128"));
       ASSERT_EQ(r.plan->stages.size(), 3u);
       EXPECT_EQ(r.plan->stages[0].kernel, 0);
       EXPECT_EQ(r.plan->stages[1].kernel, std::string(w) == "f32" ? 0 : 1);
@@ -124,7 +164,7 @@ TEST_F(RouterGemmRoutes, EveryCandidateIsDeterministic) {
         EXPECT_TRUE(c.deterministic) << route.op << " " << c.name;
         ++seen;
       }
-  EXPECT_EQ(seen, 2 + 6 + 4);
+  EXPECT_EQ(seen, 8 + 8 + 4);
 }
 
 }  // namespace

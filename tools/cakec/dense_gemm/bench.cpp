@@ -1,6 +1,6 @@
-// cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, wgrad
-// accumulating into f32, the same with deterministic = false, and a training step's backward:
-// dgrad then the accumulating wgrad) against cublasGemmEx (default algorithm, FP32 compute,
+// cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, fwd with
+// an f32 y on request, wgrad accumulating into f32, the same with deterministic = false, and a
+// training step's backward: dgrad then the accumulating wgrad) against cublasGemmEx (default algorithm, FP32 compute,
 // same dtypes; beta = 1 for the accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for each GEMM, each timed
 // first) in one process. Each contender's call is replayed from a CUDA graph (as a training
 // step's graph runs it; --no-graph launches it), with CUDA events around it and L2 flushed
@@ -49,7 +49,7 @@ class Bench {
   Bench(const Args& a, int64_t max_t, int64_t max_n, int64_t max_k)
       : a_(a), rt_(cake::RuntimeOptions{}), lib_(a.cublas),
         x_(size_t(max_t * max_k) * 2), dy_(size_t(max_t * max_n) * 2), w_(size_t(max_n * max_k) * 2),
-        out_(size_t(max_t * std::max(max_n, max_k)) * 2), ref_(out_.bytes()), dw_(size_t(max_n * max_k) * 4),
+        out_(size_t(max_t * std::max(max_n, max_k)) * 4), ref_(out_.bytes()), dw_(size_t(max_n * max_k) * 4),
         ref_dw_(dw_.bytes()) {
     if (!lib_.available()) throw cake::Error("cuBLAS: " + lib_.missing_reason());
     handle_ = std::make_unique<CublasHandle>(lib_, reinterpret_cast<cudaStream_t>(timer_.stream));
@@ -93,15 +93,17 @@ class Bench {
   // ref_dw_, so that a step's two GEMMs keep their outputs apart.
   const cake::DeviceBuffer& out(const std::string& op) const { return is_wgrad(op) ? dw_ : out_; }
   const cake::DeviceBuffer& ref(const std::string& op) const { return is_wgrad(op) ? ref_dw_ : ref_; }
+  static bool is_fwd(const std::string& op) { return op.rfind("fwd", 0) == 0; }
+  static bool f32_out(const std::string& op) { return op == "wgrad_acc" || op == "fwd_f32"; }
   static size_t out_bytes(const std::string& op, int64_t t, int64_t n, int64_t k) {
-    return size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k) * (op == "wgrad_acc" ? 4 : 2);
+    return size_t(is_fwd(op) ? t * n : op == "dgrad" ? t * k : n * k) * (f32_out(op) ? 4 : 2);
   }
 
   // Row-major y = x w^T, dx = dy w, dw = dy^T x as column-major GEMMs of the transposes.
   void cublas_op(const std::string& op, int64_t t, int64_t n, int64_t k) {
     const int T = int(t), N = int(n), K = int(k);
     void* c = ref(op).ptr();
-    if (op == "fwd") gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, w_.ptr(), K, x_.ptr(), K, c, N, false, false);
+    if (is_fwd(op)) gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, w_.ptr(), K, x_.ptr(), K, c, N, f32_out(op), false);
     else if (op == "dgrad") gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, w_.ptr(), K, dy_.ptr(), N, c, K, false, false);
     else gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, x_.ptr(), K, dy_.ptr(), N, c, K, op == "wgrad_acc", op == "wgrad_acc");
   }
@@ -115,9 +117,9 @@ class Bench {
   LtCall lt_call(const std::string& op, int64_t t, int64_t n, int64_t k) const {
     const int T = int(t), N = int(n), K = int(k);
     const bool acc = op == "wgrad_acc";
-    const cudaDataType cd = acc ? CUDA_R_32F : CUDA_R_16BF;
+    const cudaDataType cd = f32_out(op) ? CUDA_R_32F : CUDA_R_16BF;
     void* c = ref(op).ptr();
-    if (op == "fwd") return {{CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, CUDA_R_16BF, cd, K, K, N, 0.0f}, w_.ptr(), x_.ptr(), c};
+    if (is_fwd(op)) return {{CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, CUDA_R_16BF, cd, K, K, N, 0.0f}, w_.ptr(), x_.ptr(), c};
     if (op == "dgrad") return {{CUBLAS_OP_N, CUBLAS_OP_N, K, T, N, CUDA_R_16BF, cd, K, N, K, 0.0f}, w_.ptr(), dy_.ptr(), c};
     return {{CUBLAS_OP_N, CUBLAS_OP_T, K, N, T, CUDA_R_16BF, cd, K, N, K, acc ? 1.0f : 0.0f}, x_.ptr(), dy_.ptr(), c};
   }
@@ -140,7 +142,7 @@ class Bench {
   cake::Launch prepare(const std::string& op, int64_t t, int64_t n, int64_t k) {
     std::vector<int64_t> tk{t, k}, tn{t, n}, nk{n, k};
     DLTensor x = tensor(x_, kBf16, tk), dy = tensor(dy_, kBf16, tn), w = tensor(w_, kBf16, nk);
-    if (op == "fwd") return cake::ops::prepare_dense_gemm_fwd(rt_, tensor(out_, kBf16, tn), x, w);
+    if (is_fwd(op)) return cake::ops::prepare_dense_gemm_fwd(rt_, tensor(out_, f32_out(op) ? kF32 : kBf16, tn), x, w);
     if (op == "dgrad") return cake::ops::prepare_dense_gemm_dgrad(rt_, tensor(out_, kBf16, tk), dy, w);
     const bool acc = op != "wgrad";
     cake::ops::OpOptions o;
@@ -151,8 +153,12 @@ class Bench {
   // The bytes a GEMM must move: its inputs read once, its output written (and read, accumulating).
   static double bytes(const std::string& op, int64_t t, int64_t n, int64_t k) {
     if (op == "step") return bytes("dgrad", t, n, k) + bytes("wgrad_acc", t, n, k);
-    const double in = 2.0 * (op == "fwd" ? t * k + n * k : op == "dgrad" ? t * n + n * k : t * n + t * k);
-    const double out = op == "fwd" ? 2.0 * t * n : op == "dgrad" ? 2.0 * t * k : op == "wgrad" ? 2.0 * n * k : 8.0 * n * k;
+    const double in = 2.0 * (is_fwd(op) ? t * k + n * k : op == "dgrad" ? t * n + n * k : t * n + t * k);
+    const double out = op == "fwd"       ? 2.0 * t * n
+                       : op == "fwd_f32" ? 4.0 * t * n
+                       : op == "dgrad"   ? 2.0 * t * k
+                       : op == "wgrad"   ? 2.0 * n * k
+                                         : 8.0 * n * k;
     return in + out;
   }
 
@@ -160,7 +166,7 @@ class Bench {
   double fp64(const std::string& op, int64_t t, int64_t n, int64_t k, size_t i) const {
     auto at = [](const std::vector<uint16_t>& block, int64_t e) { return double(bf16_to_float(block[size_t(e) % block.size()])); };
     double s = 0;
-    if (op == "fwd") {
+    if (is_fwd(op)) {
       const int64_t r = int64_t(i) / n, c = int64_t(i) % n;
       for (int64_t j = 0; j < k; ++j) s += at(hx_, r * k + j) * at(hw_, c * k + j);
     } else if (op == "dgrad") {
@@ -179,13 +185,13 @@ class Bench {
   // row is ok when cake is within that of FP64 at every one (cuBLAS is the side off; where
   // the two straddle the bound, cuBLAS may be within it too), else BAD.
   std::string compare(const std::string& op, int64_t t, int64_t n, int64_t k) const {
-    const bool f32 = op == "wgrad_acc";
-    const size_t elems = size_t(op == "fwd" ? t * n : op == "dgrad" ? t * k : n * k), count = std::min<size_t>(elems, 1 << 20);
+    const bool f32 = f32_out(op);
+    const size_t elems = size_t(is_fwd(op) ? t * n : op == "dgrad" ? t * k : n * k), count = std::min<size_t>(elems, 1 << 20);
     const std::vector<float> got = read_floats(out(op), count, !f32), want = read_floats(ref(op), count, !f32);
     const double rel = rel_frobenius(got, want);
     char buf[320];
     auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-2 * (1 + std::fabs(b)); };
-    const int64_t cols = op == "fwd" ? n : k;
+    const int64_t cols = is_fwd(op) ? n : k;
     std::vector<size_t> off;  // the elements where the two differ
     for (size_t i = 0; i < count; ++i)
       if (!near(got[i], want[i])) off.push_back(i);
@@ -303,9 +309,9 @@ void add_bench_dense_gemm(CLI::App& bench, int& exit_code) {
   c->add_option("--n", a->ns, "N, the output width, a multiple of 8 (default 32 64 128 512 1024)")
       ->check(positive_multiple_of_8);
   c->add_option("--t", a->ts, "T, tokens (default 1024 4097 16173 32768 65537 131072)")->check(CLI::PositiveNumber);
-  c->add_option("--op", a->ops, "ops (default all six; wgrad_acc_nd: cake with deterministic = false; step: dgrad "
-                               "then wgrad_acc)")
-      ->check(CLI::IsMember({"fwd", "dgrad", "wgrad", "wgrad_acc", "wgrad_acc_nd", "step"}));
+  c->add_option("--op", a->ops, "ops (default all but fwd_f32; fwd_f32: fwd with an f32 y; wgrad_acc_nd: cake with "
+                               "deterministic = false; step: dgrad then wgrad_acc)")
+      ->check(CLI::IsMember({"fwd", "fwd_f32", "dgrad", "wgrad", "wgrad_acc", "wgrad_acc_nd", "step"}));
   c->add_option("--reps", a->reps, "timed calls per contender and row (default 10)")->check(CLI::Range(1, 1000));
   c->add_option("--cublas", a->cublas, "libcublas to dlopen before libcublas.so.13/.12/.so")->type_name("FILE");
   c->add_flag("--no-check", [a](int64_t) { a->check = false; }, "skip the comparison with cuBLAS's output");
