@@ -77,7 +77,7 @@ const Sm90Tile kDgradF32 = {128, 128, 6};
 
 json fwd_window(const std::string& wt, int64_t max_e) {
   json w = window("sm_90a", {{"logits", "f32"}, {"x", "bf16"}, {"w", wt}});
-  if (max_e > 0) w["dims"] = {{"e", {8, max_e}}};
+  if (max_e > 0) w["dims"]["e"] = {8, max_e};
   return w;
 }
 

@@ -167,9 +167,11 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       const uint64_t osz = uint64_t(dtype_size(ot));
       const uint32_t obox = uint32_t(128 / osz);
       // B parts (fwd): the weight is P stacked [N, K] parts per group, summed by the kernel.
-      const uint64_t parts = uint64_t(s.program->params->value("b_parts", 1));
-      if (parts != 1 && op != gemm::kOpFwd)
-        throw Error("program " + s.program->name + " sums B parts, which only fwd programs do");
+      const int b_parts = s.program->params->value("b_parts", 1);
+      if (b_parts < 1 || (b_parts != 1 && (op != gemm::kOpFwd || cluster != 1)))
+        throw Error("program " + s.program->name + ": b_parts " + std::to_string(b_parts) +
+                    " (B parts are summed by fwd programs of clusters of 1 only)");
+      const uint64_t parts = uint64_t(b_parts);
       switch (op) {
         case gemm::kOpFwd:
           k.a = encode_tma(DType::bf16, a, {K, M}, {2 * K}, {64, bm}, call.a);

@@ -1,7 +1,7 @@
 // cakec bench dense_gemm: cake's projection GEMM (fwd, dgrad, wgrad with bf16 output, fwd with
 // an f32 y on request, wgrad accumulating into f32, the same with deterministic = false, and a
-// training step's backward: dgrad then the accumulating wgrad) against cublasGemmEx (default algorithm, FP32 compute,
-// same dtypes; beta = 1 for the accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for each GEMM, each timed
+// training step's backward: dgrad then the accumulating wgrad) against cublasGemmEx (default
+// algorithm, FP32 compute, same dtypes; beta = 1 for the accumulate) and cuBLASLt (the fastest of its heuristic's top 8 for each GEMM, each timed
 // first) in one process. Each contender's call is replayed from a CUDA graph (as a training
 // step's graph runs it; --no-graph launches it), with CUDA events around it and L2 flushed
 // before it, the contenders in turn rep by rep; VS_BEST is the median over reps of the faster
@@ -49,7 +49,7 @@ class Bench {
   Bench(const Args& a, int64_t max_t, int64_t max_n, int64_t max_k)
       : a_(a), rt_(cake::RuntimeOptions{}), lib_(a.cublas),
         x_(size_t(max_t * max_k) * 2), dy_(size_t(max_t * max_n) * 2), w_(size_t(max_n * max_k) * 2),
-        out_(size_t(max_t * std::max(max_n, max_k)) * 4), ref_(out_.bytes()), dw_(size_t(max_n * max_k) * 4),
+        out_(size_t(max_t * std::max(max_n, max_k)) * out_elem_bytes(a.ops)), ref_(out_.bytes()), dw_(size_t(max_n * max_k) * 4),
         ref_dw_(dw_.bytes()) {
     if (!lib_.available()) throw cake::Error("cuBLAS: " + lib_.missing_reason());
     handle_ = std::make_unique<CublasHandle>(lib_, reinterpret_cast<cudaStream_t>(timer_.stream));
@@ -95,6 +95,10 @@ class Bench {
   const cake::DeviceBuffer& ref(const std::string& op) const { return is_wgrad(op) ? ref_dw_ : ref_; }
   static bool is_fwd(const std::string& op) { return op.rfind("fwd", 0) == 0; }
   static bool f32_out(const std::string& op) { return op == "wgrad_acc" || op == "fwd_f32"; }
+  // y and dx share out_: bf16, or f32 when the rows include an f32 y.
+  static size_t out_elem_bytes(const std::vector<std::string>& ops) {
+    return std::find(ops.begin(), ops.end(), "fwd_f32") != ops.end() ? 4 : 2;
+  }
   static size_t out_bytes(const std::string& op, int64_t t, int64_t n, int64_t k) {
     return size_t(is_fwd(op) ? t * n : op == "dgrad" ? t * k : n * k) * (f32_out(op) ? 4 : 2);
   }
