@@ -44,6 +44,17 @@ class OpsArgs : public ::testing::Test {
       ADD_FAILURE() << "expected ArgumentError about '" << arg << "', got: " << e.what();
     }
   }
+  // The call passes every argument check: no ArgumentError (without a GPU it stops after
+  // them, at the device).
+  template <typename F>
+  void accepts(F&& call, const std::string& what) {
+    try {
+      call();
+    } catch (const ArgumentError& e) {
+      ADD_FAILURE() << what << ": refused: " << e.what();
+    } catch (const std::exception&) {
+    }
+  }
   RuntimeOptions opts() {
     RuntimeOptions o;
     o.cache_dir = "";

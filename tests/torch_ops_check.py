@@ -165,6 +165,18 @@ for shape_x, shape_w in [((1000, 512), (64, 512)), ((3, 300, 256), (3, 128, 256)
         cake.runtime().run("dense_gemm.fwd", y=y_kn, x=xd, w=w_kn.t())
         close(y_kn, yref, 1e-2, 1e-2, "dense_gemm.fwd, w stored [K, N], vs FP64")
 
+# Heads as strided views of [T, B, C] tensors (x_tbk.transpose(0, 1)), through the generic
+# entry point: the same values as contiguous heads, nothing written between the rows.
+x_tbk, w_h = bf16(300, 3, 256), bf16(3, 128, 256, scale=0.5)
+y_tbn = torch.full((300, 3, 128), float("nan"), device=dev, dtype=torch.bfloat16)
+cake.runtime().run("dense_gemm.fwd", y=y_tbn.transpose(0, 1), x=x_tbk.transpose(0, 1), w=w_h)
+close(y_tbn.transpose(0, 1), x_tbk.transpose(0, 1).double() @ w_h.double().transpose(-2, -1), 1e-2, 1e-2,
+      "dense_gemm.fwd of [T, B, K] heads vs FP64")
+padded = torch.full((300, 3, 136), float("nan"), device=dev, dtype=torch.bfloat16)
+cake.runtime().run("dense_gemm.fwd", y=padded[:, :, :128].transpose(0, 1), x=x_tbk.transpose(0, 1), w=w_h)
+check(bool(padded[:, :, 128:].isnan().all()), "dense_gemm.fwd into padded [T, B, N] rows: nothing written past N")
+check(torch.equal(padded[:, :, :128], y_tbn), "dense_gemm.fwd into padded rows: the same bits")
+
 # -- router_gemm through the generic entry point: FP32 logits from an f32 master weight (and a
 # bf16 one), dx and dw, within the FP32 budget (relative Frobenius <= 5e-5)
 def fp32_close(got, ref, what):
@@ -211,6 +223,18 @@ for shape_x, shape_w, kn in [((1000, 512), (64, 512), False), ((2, 300, 256), (1
         close(yl, yt, 2e-2, 2e-2, f"{tag}: y vs F.linear")
         close(xl.grad, xt.grad, 2e-2, 2e-2, f"{tag}: dx vs F.linear")
         close(w_leaf.grad.t() if kn else w_leaf.grad, wt.grad, 1e-1, 2e-2, f"{tag}: dw vs F.linear")
+
+# linear over heads of a [T, B, K] tensor: served without a copy, y and dx laid out as x is.
+x_tbk = bf16(300, 3, 256).requires_grad_()
+w_h = bf16(3, 128, 256, scale=0.5).requires_grad_()
+y_h = ct.linear(x_tbk.transpose(0, 1), w_h)
+check(y_h.shape == (3, 300, 128) and y_h.transpose(0, 1).is_contiguous(), "linear of [T, B, K] heads: y laid out [T, B, N]")
+g_h = bf16(300, 3, 128).transpose(0, 1)
+y_h.backward(g_h)
+x64, w64, g64 = x_tbk.detach().transpose(0, 1).double(), w_h.detach().double(), g_h.double()
+close(y_h, x64 @ w64.transpose(-2, -1), 1e-2, 1e-2, "linear of [T, B, K] heads: y vs FP64")
+close(x_tbk.grad.transpose(0, 1), g64 @ w64, 1e-2, 1e-2, "linear of [T, B, K] heads: dx vs FP64")
+close(w_h.grad, g64.transpose(-2, -1) @ x64, 5e-2, 1e-2, "linear of [T, B, K] heads: dw vs FP64")
 
 # linear's main_grad: bitwise fp32(main_grad + dW) on a [N, K] weight; through w.t() of a [K, N]
 # weight the main_grad is the parameter's, [K, N]

@@ -47,15 +47,50 @@ void require_dim(const TensorView& t, char d, int64_t v) {
     throw ArgumentError(t.name, name + " = " + std::to_string(v) + " is larger than cake supports (2^31 - 1)");
 }
 
-// A fully contiguous tensor of exactly the spec's shape, dtype and alignment.
-void require_operand(const TensorView& t, const OperandSpec& spec, const std::map<char, int64_t>& dims) {
+// The rows of a [T, C] or [B, T, C] view: each row contiguous, the row and head strides
+// multiples of 16 bytes (TMA's global strides), and no element reached twice (the strides,
+// smaller first, each at least the extent of what the one before spans); a dim of one element
+// takes the stride of a contiguous tensor.
+RowLayout strided_rows(const TensorView& t) {
+  const size_t r = t.shape.size();
+  const int64_t c = t.shape[r - 1], rows = t.shape[r - 2], heads = r == 3 ? t.shape[0] : 1;
+  if (c > 1 && t.strides[r - 1] != 1)
+    throw ArgumentError(t.name, "strides " + shape_text(t.strides) + ": each row must be contiguous (stride 1 in the last dim)");
+  RowLayout l;
+  l.ld = rows > 1 ? t.strides[r - 2] : c;
+  l.head = heads > 1 ? t.strides[0] : rows * l.ld;
+  const int64_t unit = 16 / dtype_size(t.dtype);
+  for (const int64_t s : {l.ld, l.head})
+    if (s % unit != 0)
+      throw ArgumentError(t.name, "strides " + shape_text(t.strides) + ": row and head strides must be multiples of " +
+                                      std::to_string(unit) + " elements (16 bytes, for TMA)");
+  // (stride, extent) of the rows and of the heads, the smaller stride first.
+  std::pair<int64_t, int64_t> in{l.ld, rows}, out{l.head, heads};
+  if (heads > 1 && rows > 1 && out.first < in.first) std::swap(in, out);
+  const bool apart = (rows <= 1 || l.ld >= c) && (heads <= 1 || l.head >= c) &&
+                     (heads <= 1 || rows <= 1 || out.first / in.second >= in.first);
+  if (!apart)
+    throw ArgumentError(t.name, "strides " + shape_text(t.strides) + " reach some elements twice (overlapping rows or heads)");
+  if (l.ld > INT_MAX || l.head > (int64_t(1) << 40) / dtype_size(t.dtype))
+    throw ArgumentError(t.name, "strides " + shape_text(t.strides) +
+                                    " are larger than cake supports (rows 2^31 - 1 elements, heads 2^40 bytes apart)");
+  return l;
+}
+
+// A tensor of exactly the spec's shape, dtype and alignment: fully contiguous, or with
+// strided rows where the spec allows them.
+void require_operand(const TensorView& t, const OperandSpec& spec, const std::map<char, int64_t>& dims,
+                     GemmOperands& found) {
   require_dtype(t, spec.dtypes);
   std::vector<int64_t> shape;
   for (char d : spec.dims) shape.push_back(dims.at(d));
   if (t.shape != shape)
     throw ArgumentError(t.name, "shape " + shape_text(t.shape) + " differs from " + dims_text(spec.dims) + " = " +
                                     shape_text(shape));
-  require_contiguous(t);
+  if (spec.strided_rows && !t.contiguous())
+    found.rows[t.name] = strided_rows(t);
+  else
+    require_contiguous(t);
   if (spec.aligned && t.numel() > 0 && t.alignment() < 16)
     throw ArgumentError(t.name, "base pointer must be 16-byte aligned, is " + std::to_string(t.alignment()) +
                                     "-byte aligned");
@@ -85,9 +120,12 @@ TmaDesc encode_tma(DType t, uintptr_t ptr, std::vector<uint64_t> dims, std::vect
 }
 
 // The argument a stage's kernel parameter reads: the stage's bind map, else `fallback`.
-uintptr_t bound(const PlannedStage& s, const ArgMap& args, const std::string& param, const std::string& fallback) {
+const std::string& bound_name(const PlannedStage& s, const std::string& param, const std::string& fallback) {
   auto it = s.bind.find(param);
-  return args.at(it == s.bind.end() ? fallback : it->second);
+  return it == s.bind.end() ? fallback : it->second;
+}
+uintptr_t bound(const PlannedStage& s, const ArgMap& args, const std::string& param, const std::string& fallback) {
+  return args.at(bound_name(s, param, fallback));
 }
 
 int param_int(const PlannedStage& s, const char* name) { return s.program->params->at(name).get<int>(); }
@@ -107,7 +145,8 @@ GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& 
       require_dim(t, d, c.dims[d] = t.shape[j]);
     }
   }
-  for (size_t i = 1; i <= specs.size(); ++i) require_operand(c.tensors[i % specs.size()], specs[i % specs.size()], c.dims);
+  for (size_t i = 1; i <= specs.size(); ++i)
+    require_operand(c.tensors[i % specs.size()], specs[i % specs.size()], c.dims, c);
   const TensorView& out = c.tensors[0];
   for (size_t i = 1; i < c.tensors.size(); ++i) {
     require_same_device(out, c.tensors[i]);
@@ -156,6 +195,20 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       throw Error("program " + s.program->name + " computes " + s.program->params->value("op", "?") +
                   ", the call's GEMM is " + kOpNames[op]);
     const int threads = param_int(s, "threads"), smem = param_int(s, "smem");
+    // The row-grouped operands (fwd, dgrad: a and out; wgrad: a and b; `lr` the second) and
+    // their rows; heads lie apart when any operand's do not follow each other.
+    const uint64_t T = M / E;
+    auto layout = [&](const char* param, const std::string& fallback, uint64_t cols) {
+      const auto it = call.rows.find(bound_name(s, param, fallback));
+      return it != call.rows.end() ? it->second : RowLayout{int64_t(cols), int64_t(T * cols)};
+    };
+    const RowLayout la = layout("a", call.a, op == gemm::kOpFwd ? K : N);
+    const RowLayout lr = op == gemm::kOpWgrad ? layout("b", call.b, K) : layout("out", call.out, op == gemm::kOpFwd ? N : K);
+    const bool heads = call.offs.empty() && E > 1 &&
+                       (uint64_t(la.head) != T * uint64_t(la.ld) || uint64_t(lr.head) != T * uint64_t(lr.ld));
+    if (heads && T * E != M)
+      throw Error("program " + s.program->name + ": heads apart in memory need groups of one size (" + std::to_string(M) +
+                  " rows in " + std::to_string(E) + " groups)");
     if (kind == "sm90") {
       gemm::Sm90Args k{};
       // The maps of the kernel's host contract (sm90_gemm.cuh): operand boxes of 64
@@ -172,23 +225,32 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
         throw Error("program " + s.program->name + ": b_parts " + std::to_string(b_parts) +
                     " (B parts are summed by fwd programs of clusters of 1 only)");
       const uint64_t parts = uint64_t(b_parts);
+      // A row-grouped map, 3-D: {cols, M, 1} over all rows, or with heads {cols, T, E}.
+      auto rows_map = [&](DType t, uintptr_t p, uint64_t cols, const RowLayout& l, uint32_t box_cols, uint32_t box_rows,
+                          const std::string& what) {
+        const uint64_t sz = uint64_t(dtype_size(t)), ld = sz * uint64_t(l.ld);
+        if (heads) return encode_tma(t, p, {cols, T, E}, {ld, sz * uint64_t(l.head)}, {box_cols, box_rows, 1}, what);
+        return encode_tma(t, p, {cols, M, 1}, {ld, ld * M}, {box_cols, box_rows, 1}, what);
+      };
       switch (op) {
         case gemm::kOpFwd:
-          k.a = encode_tma(DType::bf16, a, {K, M}, {2 * K}, {64, bm}, call.a);
+          k.a = rows_map(DType::bf16, a, K, la, 64, bm, call.a);
           k.b = encode_tma(DType::bf16, b, {K, parts * N, E}, {2 * K, 2 * parts * N * K}, {64, bn / cluster, 1}, call.b);
-          k.out_map = encode_tma(ot, out, {N, M}, {osz * N}, {obox, 64}, call.out);
+          k.out_map = rows_map(ot, out, N, lr, obox, 64, call.out);
           break;
         case gemm::kOpDgrad:
-          k.a = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, bm}, call.a);
+          k.a = rows_map(DType::bf16, a, N, la, 64, bm, call.a);
           k.b = encode_tma(DType::bf16, b, {K, N, E}, {2 * K, 2 * N * K}, {64, 64, 1}, call.b);
-          k.out_map = encode_tma(ot, out, {K, M}, {osz * K}, {obox, 64}, call.out);
+          k.out_map = rows_map(ot, out, K, lr, obox, 64, call.out);
           break;
         default:
-          k.a = encode_tma(DType::bf16, a, {N, M}, {2 * N}, {64, 64}, call.a);
-          k.b = encode_tma(DType::bf16, b, {K, M}, {2 * K}, {64, 64}, call.b);
+          k.a = rows_map(DType::bf16, a, N, la, 64, 64, call.a);
+          k.b = rows_map(DType::bf16, b, K, lr, 64, 64, call.b);
           k.out_map = encode_tma(ot, out, {K, N, E}, {osz * K, osz * N * K}, {obox, 64, 1}, call.out);
           break;
       }
+      k.heads = heads ? 1 : 0;
+      k.out_ld = int(op == gemm::kOpWgrad ? K : uint64_t(lr.ld));
       int groups = int(E);
       if (s.program->params->value("reduce_groups", false)) {
         // The non-deterministic split: T's rows as groups that all reduce-add into dw.
@@ -222,6 +284,11 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       k.out = reinterpret_cast<void*>(out);
       k.offs = reinterpret_cast<const int*>(offs);
       k.groups = int(E), k.m = int(M), k.n = int(N), k.k = int(K);
+      k.heads = heads ? 1 : 0;
+      k.a_ld = int(la.ld), k.a_head = heads ? la.head : 0;
+      const bool wgrad = op == gemm::kOpWgrad;
+      k.b_ld = int(wgrad ? lr.ld : int64_t(K)), k.b_head = wgrad && heads ? lr.head : 0;
+      k.out_ld = int(wgrad ? int64_t(K) : lr.ld), k.out_head = !wgrad && heads ? lr.head : 0;
       ls.args.add(k);
       // Persistent too: as many CTAs as fit on the chip at once (shared memory and registers
       // decide), so the opt-in must come before the occupancy query.

@@ -15,24 +15,39 @@ namespace cake::ops {
 // One tensor of a GEMM op: its call argument, its dims by letter outermost first ("MK" is
 // [M, K]) and the dtypes it takes. `aligned`: a 16-byte aligned base (TMA and the 16-byte
 // vector accesses of every program need it of the operands; not of an index tensor).
+// `strided_rows`: a row-grouped operand ([T, C] or [B, T, C]) that may be a strided view (rows
+// and heads anywhere, RowLayout), not only a contiguous tensor.
 struct OperandSpec {
   const char* name;
   std::string dims;
   std::vector<DType> dtypes;
   bool aligned = true;
+  bool strided_rows = false;
 };
 
-// What check_operands found: the tensors in the specs' order and the dims by letter.
+// Where a row-grouped operand's rows are: row t of head (group) g at g * head + t * ld
+// elements from its base, each row contiguous. A contiguous [B, T, C] tensor has ld C and
+// head T C; heads as the strided view of a [T, B, C] tensor (x_tbc.transpose(0, 1)) ld B C and
+// head C.
+struct RowLayout {
+  int64_t ld = 0, head = 0;
+};
+
+// What check_operands found: the tensors in the specs' order, the dims by letter, and the
+// layouts of the strided_rows operands by argument name.
 struct GemmOperands {
   std::vector<TensorView> tensors;
   std::map<char, int64_t> dims;
+  std::map<std::string, RowLayout> rows;
 };
 
 // specs[0] is the output. The dims come from the inputs in order, each checked where it is
 // first seen (N and K: positive multiples of 8, the rows of TMA maps; E: at least 1; every dim
 // fits an int, as the kernels take them); then each tensor's full shape, dtype, contiguity
-// and alignment; then one device, and the output overlapping no input (the kernels read the
-// inputs while they write it). Throws ArgumentError naming the argument.
+// (strided_rows: unit stride along a row, row and head strides multiples of 16 bytes that
+// keep every element apart) and alignment; then one device, and the output overlapping no
+// input (the kernels read the inputs while they write it). Throws ArgumentError naming the
+// argument.
 GemmOperands check_operands(const OpCall& call, const std::vector<OperandSpec>& specs);
 
 // The plan of a call with no rows (T = 0, no tokens, no heads): fwd and dgrad have nothing
@@ -48,10 +63,13 @@ Problem gemm_problem(const char* op, std::map<std::string, int64_t> dims, const 
 // One GEMM problem as the kernels see it: kOp, dims (m rows of the row-grouped operand, e
 // groups) and the call arguments the operands default to (a stage's bind map may rename them,
 // e.g. a composed route's scratch). `offs` empty: no offsets argument, e groups of m / e rows.
+// `rows`: the layouts of strided row-grouped arguments by name (absent: contiguous rows);
+// heads apart from each other need uniform groups (no offs, e dividing m).
 struct GemmCall {
   int op = gemm::kOpFwd;
   int64_t m = 0, n = 0, k = 0, e = 1;
   std::string a, b, out, offs;
+  std::map<std::string, RowLayout> rows;
 };
 
 // `sm_count`: the SMs the launch fills (max_sms); `device_sms`: the device's, which the tail

@@ -109,7 +109,14 @@ CAKE_HOST_DEVICE constexpr TailSplit row_op_split(int ctas, int total, int k_blo
 
 // The sm90 kernel's argument. `sched` null: round-robin tiles (clusters of 2 need none);
 // `split_ws` null: no tail split, else split_ctas x tile_m x tile_n floats, planned for
-// `split_ctas` CTAs (the device's SMs, whatever the grid).
+// `split_ctas` CTAs (the device's SMs, whatever the grid). The row-grouped operands (fwd: A and
+// out, dgrad: A and out, wgrad: A and B) are strided rows of their groups:
+//   heads 0: 3-D maps {cols, m, 1} over rows that follow each other (a group's rows start at
+//     its first row; row strides are the maps'); `out_ld` is out's row stride in elements, for
+//     the masked stores of a row block that ends inside its group;
+//   heads 1: uniform groups of m / groups rows as 3-D maps {cols, m / groups, groups}, each
+//     group (a head) anywhere in memory (heads as strided views of [T, B, K]); a box past a
+//     head's last row reads zeros and stores nothing, so no store is masked.
 struct Sm90Args {
   TmaDesc a, b, out_map;
   void* out;  // OutT (bf16 or float)
@@ -118,6 +125,7 @@ struct Sm90Args {
   int groups, m, n, k;
   float* split_ws;
   int split_ctas;
+  int heads, out_ld;
 };
 CAKE_CONTRACT_SIZE(Sm90Args, 448);
 CAKE_CONTRACT_FIELD(Sm90Args, b, 128);
@@ -127,22 +135,31 @@ CAKE_CONTRACT_FIELD(Sm90Args, groups, 408);
 CAKE_CONTRACT_FIELD(Sm90Args, k, 420);
 CAKE_CONTRACT_FIELD(Sm90Args, split_ws, 424);
 CAKE_CONTRACT_FIELD(Sm90Args, split_ctas, 432);
+CAKE_CONTRACT_FIELD(Sm90Args, heads, 436);
+CAKE_CONTRACT_FIELD(Sm90Args, out_ld, 440);
 
 // Portable programs (sm_80+): bf16 A and B tiles of every stage in shared memory.
 CAKE_HOST_DEVICE constexpr int portable_smem_bytes(int bm, int bn, int bk, int stages) {
   return stages * (bm + bn) * bk * 2;
 }
 
-// The portable kernel's argument: a, b bf16; out OutT.
+// The portable kernel's argument: a, b bf16; out OutT. A row-grouped operand (fwd: a and out,
+// dgrad: a and out, wgrad: a and b) has its row stride in `*_ld` elements; with `heads` its
+// group g's row t is at g * `*_head` + t * `*_ld` (uniform groups, heads anywhere), else at
+// (the group's first row + t) * `*_ld`. The other operands are contiguous.
 struct PortableArgs {
   const void* a;
   const void* b;
   void* out;
   const int* offs;
   int groups, m, n, k;
+  long long a_head, b_head, out_head;
+  int a_ld, b_ld, out_ld, heads;
 };
-CAKE_CONTRACT_SIZE(PortableArgs, 48);
+CAKE_CONTRACT_SIZE(PortableArgs, 88);
 CAKE_CONTRACT_FIELD(PortableArgs, offs, 24);
 CAKE_CONTRACT_FIELD(PortableArgs, k, 44);
+CAKE_CONTRACT_FIELD(PortableArgs, a_head, 48);
+CAKE_CONTRACT_FIELD(PortableArgs, heads, 84);
 
 }  // namespace cake::gemm

@@ -56,7 +56,8 @@
 //          (kBParts > 1: B = the parts {K, kBParts N, E}, box {64, kBN, 1})
 //   dgrad: A = g {N, M} box {64, 128};  B = w {K, N, E} box {64, 64, 1};              out dx {K, M}
 //   wgrad: A = g {N, M} box {64, 64};   B = x {K, M} box {64, 64};                    out dw {K, N, E}
-//   out boxes {128 / sizeof(OutT), 64 (, 1)} in out's dtype.
+//   out boxes {128 / sizeof(OutT), 64 (, 1)} in out's dtype. Every {cols, M} map above is 3-D,
+//   {cols, M, 1}, or with `heads` {cols, M / E, E}; its box is one deep in the last dim.
 #pragma once
 #include "gemm_contract.h"
 #include "smxx_types.cuh"
@@ -89,12 +90,6 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
       : "memory");
 }
 
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
-      "l"(map), "r"(bar), "r"(c0), "r"(c1)
-      : "memory");
-}
 __device__ __forceinline__ void tma_load_3d(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1, int c2) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(
@@ -105,17 +100,6 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const TmaDesc* map, un
 
 
 // TMA store (or, with kReduce, element-wise add into global) of a 128-byte-row smem slice.
-template <bool kReduce>
-__device__ __forceinline__ void tma_store_2d(const TmaDesc* map, unsigned src, int c0, int c1) {
-  if constexpr (kReduce)
-    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
-                 "r"(src), "r"(c0), "r"(c1)
-                 : "memory");
-  else
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map), "r"(src),
-                 "r"(c0), "r"(c1)
-                 : "memory");
-}
 template <bool kReduce>
 __device__ __forceinline__ void tma_store_3d(const TmaDesc* map, unsigned src, int c0, int c1, int c2) {
   if constexpr (kReduce)
@@ -152,14 +136,6 @@ __device__ __forceinline__ unsigned long long desc_of(unsigned lo, unsigned sbo)
 
 
 // Multicast TMA load: the box lands at `dst` (and signals `bar`) in every CTA of the mask.
-__device__ __forceinline__ void tma_load_2d_mc(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1,
-                                               unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, "
-      "%4}], [%2], %5;" ::"r"(dst),
-      "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
-      : "memory");
-}
 __device__ __forceinline__ void tma_load_3d_mc(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1, int c2,
                                                unsigned short mask) {
   asm volatile(
@@ -585,6 +561,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
                            : tile.kb1 - kAskAhead < tile.kb0 ? tile.kb0
                                                              : tile.kb1 - kAskAhead;
         const int mrow = tile.m_blk * kBM, ncol = tile.n_blk * kBN;
+        // The row-grouped maps' row and depth coordinates (Sm90Args): rows from the group's
+        // first, or from the head's.
+        const int r0 = args.heads ? 0 : tile.row0, z = args.heads ? tile.group : 0;
         for (int kb = tile.kb0; kb < tile.kb1; ++kb) {
           if (kb == ask_at) next = counted_base + atomicAdd(sched, 1);
           mbar_wait(empty_bar + 8 * stage, phase ^ 1);
@@ -599,10 +578,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
             mbar_expect_tx(bar, a_subs * 8192 + kBBytes);
 #pragma unroll
             for (int j = 0; j < kBM / 64; ++j)
-              if (j < a_subs) tma_load_2d(sa + j * 8192, &tma_a, bar, mrow + 64 * j, tile.row0 + kb * 64);
+              if (j < a_subs) tma_load_3d(sa + j * 8192, &tma_a, bar, mrow + 64 * j, r0 + kb * 64, z);
           } else {
             mbar_expect_tx(bar, kABytes + kStageBBytes);  // own A, all of B (a 1/kCluster share from each CTA)
-            tma_load_2d(sa, &tma_a, bar, kb * 64, tile.row0 + mrow);
+            tma_load_3d(sa, &tma_a, bar, kb * 64, r0 + mrow, z);
           }
           if constexpr (kOp == kOpFwd) {  // K-major B: rows [rank * kBN / kCluster, ...) of the tile
             constexpr int kRows = kBN / kCluster;
@@ -625,9 +604,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
                   tma_load_3d(dst, &tma_b, bar, ncol + 64 * j, kb * 64, tile.group);
               } else {
                 if constexpr (kCluster > 1)
-                  tma_load_2d_mc(dst, &tma_b, bar, ncol + 64 * j, tile.row0 + kb * 64, kMask);
+                  tma_load_3d_mc(dst, &tma_b, bar, ncol + 64 * j, r0 + kb * 64, z, kMask);
                 else
-                  tma_load_2d(dst, &tma_b, bar, ncol + 64 * j, tile.row0 + kb * 64);
+                  tma_load_3d(dst, &tma_b, bar, ncol + 64 * j, r0 + kb * 64, z);
               }
             }
           }
@@ -699,11 +678,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
       return kOp != kOpWgrad && tile.row0 + tile.m_blk * kBM + c * 64 >= tile.row_end;
     };
     // What a tile's epilogue does: kSlices TMA slices, 0 nothing (an empty group accumulates
-    // nothing; fwd, dgrad: a half past the end), or -1 the masked stores.
+    // nothing; fwd, dgrad: a half past the end), or -1 the masked stores (a head's 3-D box
+    // stops at its last row itself).
     auto epilogue_kind = [&](const Tile& tile) {
       if (kAccumulate && kOp == kOpWgrad && tile.row_end == tile.row0) return 0;
       if (half_past_end(tile)) return 0;
-      return kOp == kOpWgrad || tile.row0 + tile.m_blk * kBM + c * 64 + 64 <= tile.row_end ? kSlices : -1;
+      return kOp == kOpWgrad || args.heads || tile.row0 + tile.m_blk * kBM + c * 64 + 64 <= tile.row_end ? kSlices : -1;
     };
     int epi_seq = 0;  // slices written so far: the two buffers of a warpgroup alternate
     // Writes slice `s` (a constant) of the held tile into shared memory and, if `store`, has
@@ -737,8 +717,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
           const int col = tile.n_blk * kBN + s * kSliceCols;
           if constexpr (kOp == kOpWgrad)
             tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, kReduceGroups ? 0 : tile.group);
+          else if (args.heads)
+            tma_store_3d<kAccumulate>(&tma_out, buf, col, wg_row, tile.group);
           else
-            tma_store_2d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row);
+            tma_store_3d<kAccumulate>(&tma_out, buf, col, tile.row0 + wg_row, 0);
         }
         // Every slice commits a bulk group (an empty one when it stores nothing), so the
         // bulk_wait_read<1> above always waits for the store that last used this buffer: two
@@ -767,7 +749,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
                        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                        : "r"(buf + row * 128 + ((chunk ^ (row & 7)) << 4)));
           uint4* const dst =
-              reinterpret_cast<uint4*>(out + static_cast<long long>(row0 + row) * c_cols + col0 + chunk * kChunkCols);
+              reinterpret_cast<uint4*>(out + static_cast<long long>(row0 + row) * args.out_ld + col0 + chunk * kChunkCols);
           if constexpr (kAccumulate) {
             const float4 o = *reinterpret_cast<const float4*>(dst);
             *reinterpret_cast<float4*>(dst) = make_float4(o.x + __uint_as_float(v.x), o.y + __uint_as_float(v.y),

@@ -2,7 +2,8 @@
 // bf16 -> fp32, ldmatrix, and a kStages-deep cp.async shared-memory pipeline. The fallback for
 // parts without wgmma.
 //
-// Semantics (torch._grouped_mm with device offsets). Everything row-major and contiguous.
+// Semantics (torch._grouped_mm with device offsets). Everything row-major; the row-grouped
+// operands (X, G, Y, dX) with the row strides of PortableArgs, per head with `heads`.
 // offs[E] holds the cumulative group ends; group e is rows offs[e-1] .. offs[e]-1 (offs[-1] = 0);
 // null offs: E groups of uniform_group_rows(M, E) rows each (gemm_contract.h).
 //   kOp 0 fwd:   a = X [M, K], b = W [E, N, K], out = Y  [M, N]:     Y_e  = X_e W_e^T
@@ -310,17 +311,22 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
     LB lb;
     int red_len;
     const long long w_off = static_cast<long long>(e) * n * k;
+    // Row-grouped operands (PortableArgs): a head's rows from its own base, or the group's rows
+    // [g0, g1) of all rows.
+    const bool heads = args.heads != 0;
+    const int r0 = heads ? 0 : g0, r1 = heads ? rows : g1;
+    const bf16* const a_rows = heads ? a + e * args.a_head : a;
     if constexpr (kOp == kOpFwd) {
-      la.init(a, k, g0 + mb * kBM, g1, 0, k, tid);
+      la.init(a_rows, args.a_ld, r0 + mb * kBM, r1, 0, k, tid);
       lb.init(b + w_off, k, nb * kBN, n, 0, k, tid);
       red_len = k;
     } else if constexpr (kOp == kOpDgrad) {
-      la.init(a, n, g0 + mb * kBM, g1, 0, n, tid);
+      la.init(a_rows, args.a_ld, r0 + mb * kBM, r1, 0, n, tid);
       lb.init(b + w_off, k, nb * kBN, k, 0, n, tid);
       red_len = n;
     } else {
-      la.init(a, n, mb * kBM, n, g0, g1, tid);
-      lb.init(b, k, nb * kBN, k, g0, g1, tid);
+      la.init(a_rows, args.a_ld, mb * kBM, n, r0, r1, tid);
+      lb.init(heads ? b + e * args.b_head : b, args.b_ld, nb * kBN, k, r0, r1, tid);
       red_len = rows;
     }
     const int ktiles = static_cast<int>(cdiv(red_len, kBK));
@@ -391,11 +397,12 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
 
     // Epilogue straight from the fragments: c0,c1 at (g, 2t..2t+1), c2,c3 at (g + 8, ..).
     // cols_valid is a multiple of 8, so a pair is all in or all out.
-    const int ld_out = kOp == kOpFwd ? n : k;
+    const int ld_out = kOp == kOpWgrad ? k : args.out_ld;
     const int cols_valid = out_cols - nb * kBN;
     const int rows_valid = (kOp == kOpWgrad ? n : rows) - mb * kBM;
-    const long long out_row0 = (kOp == kOpWgrad ? static_cast<long long>(e) * n : g0) + mb * kBM;
-    OutT* obase = out + out_row0 * ld_out + static_cast<long long>(nb) * kBN;
+    const long long out_row0 = (kOp == kOpWgrad ? static_cast<long long>(e) * n : r0) + mb * kBM;
+    OutT* obase = out + (kOp != kOpWgrad && heads ? e * args.out_head : 0) + out_row0 * ld_out +
+                  static_cast<long long>(nb) * kBN;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
 #pragma unroll
     for (int i = 0; i < kMI; ++i) {

@@ -47,8 +47,8 @@ TEST_F(OpsArgs, DenseGemmForward) {
   rejects([&] { fwd(y.dl, x.dl, wkna.dl); }, "w", "16-byte aligned");
   FakeTensor wpad(3 * kGiB, kBf16, {kN, kK}, {1, kN + 8});
   rejects([&] { fwd(y.dl, x.dl, wpad.dl); }, "w", "contiguous");
-  FakeTensor xs(2 * kGiB, kBf16, {kT, kK}, {2 * kK, 1});
-  rejects([&] { fwd(y.dl, xs.dl, w.dl); }, "x", "contiguous");
+  FakeTensor xs(2 * kGiB, kBf16, {kT, kK}, {1, kT});
+  rejects([&] { fwd(y.dl, xs.dl, w.dl); }, "x", "each row must be contiguous");
   FakeTensor xa(2 * kGiB + 8, kBf16, {kT, kK}), ya(1 * kGiB + 2, kBf16, {kT, kN});
   rejects([&] { fwd(y.dl, xa.dl, w.dl); }, "x", "16-byte aligned");
   rejects([&] { fwd(ya.dl, x.dl, w.dl); }, "y", "16-byte aligned");
@@ -70,15 +70,41 @@ TEST_F(OpsArgs, DenseGemmBatched) {
   auto fwd = [&](const DLTensor& y_, const DLTensor& x_, const DLTensor& w_) {
     ops::prepare_dense_gemm_fwd(rt, y_, x_, w_);
   };
-  FakeTensor w2(3 * kGiB, kBf16, {kN, kK});
-  rejects([&] { fwd(y.dl, x.dl, w2.dl); }, "w", "must be 3-D [B, N, K], got 2-D");
+  FakeTensor w2d(3 * kGiB, kBf16, {kN, kK});
+  rejects([&] { fwd(y.dl, x.dl, w2d.dl); }, "w", "must be 3-D [B, N, K], got 2-D");
   FakeTensor wb(3 * kGiB, kBf16, {kB + 1, kN, kK});
   rejects([&] { fwd(y.dl, x.dl, wb.dl); }, "w", "differs from [B, N, K] = [3, 32, 48]");
   FakeTensor y2(1 * kGiB, kBf16, {kB * kT, kN});
   rejects([&] { fwd(y2.dl, x.dl, w.dl); }, "y", "must be 3-D [B, T, N], got 2-D");
-  // Heads as a strided view of [T, B, K] are not served (yet): x must be contiguous.
-  FakeTensor xtb(2 * kGiB, kBf16, {kB, kT, kK}, {kK, kB * kK, 1});
-  rejects([&] { fwd(y.dl, xtb.dl, w.dl); }, "x", "contiguous");
+  // The token operands may be strided views: heads of a [T, B, K] tensor (x_tbk.transpose(0,
+  // 1)), padded rows; each row contiguous, strides of 16 bytes, no element twice.
+  FakeTensor xtb(2 * kGiB, kBf16, {kB, kT, kK}, {kK, kB * kK, 1}), ytb(1 * kGiB, kBf16, {kB, kT, kN}, {kN, kB * kN, 1});
+  accepts([&] { fwd(y.dl, xtb.dl, w.dl); }, "x [T, B, K]");
+  accepts([&] { fwd(ytb.dl, xtb.dl, w.dl); }, "x, y [T, B, .]");
+  FakeTensor xpad(2 * kGiB, kBf16, {kB, kT, kK}, {kT * (kK + 16), kK + 16, 1});
+  accepts([&] { fwd(y.dl, xpad.dl, w.dl); }, "x padded rows");
+  FakeTensor xcol(2 * kGiB, kBf16, {kB, kT, kK}, {kK, kB * kK * 2, 2});
+  rejects([&] { fwd(y.dl, xcol.dl, w.dl); }, "x", "each row must be contiguous");
+  FakeTensor xodd(2 * kGiB, kBf16, {kB, kT, kK}, {kK + 4, kB * (kK + 4), 1});
+  rejects([&] { fwd(y.dl, xodd.dl, w.dl); }, "x", "multiples of 8 elements (16 bytes");
+  FakeTensor yf4(1 * kGiB, kF32, {kB, kT, kN}, {kN + 4, kB * (kN + 4), 1});
+  accepts([&] { fwd(yf4.dl, xtb.dl, w.dl); }, "f32 y with rows 16 bytes apart");
+  FakeTensor yf2(1 * kGiB, kF32, {kB, kT, kN}, {kN + 2, kB * (kN + 2), 1});
+  rejects([&] { fwd(yf2.dl, xtb.dl, w.dl); }, "y", "multiples of 4 elements (16 bytes");
+  // Rows that overlap each other, heads that overlap rows, heads on one another.
+  FakeTensor yrows(1 * kGiB, kBf16, {kB, kT, kN}, {kT * kN, kN - 8, 1}), yheads(1 * kGiB, kBf16, {kB, kT, kN}, {kN, kN, 1}),
+      yzero(1 * kGiB, kBf16, {kB, kT, kN}, {0, kN, 1});
+  rejects([&] { fwd(yrows.dl, xtb.dl, w.dl); }, "y", "reach some elements twice");
+  rejects([&] { fwd(yheads.dl, xtb.dl, w.dl); }, "y", "reach some elements twice");
+  rejects([&] { fwd(yzero.dl, xtb.dl, w.dl); }, "y", "reach some elements twice");
+  FakeTensor xhuge(2 * kGiB, kBf16, {kB, kT, kK}, {int64_t(1) << 40, kK, 1});
+  rejects([&] { fwd(y.dl, xhuge.dl, w.dl); }, "x", "larger than cake supports");
+  // Strided rows of one [T, K] tensor too; the weight stays contiguous.
+  FakeTensor x2(2 * kGiB, kBf16, {kT, kK}, {kK + 8, 1}), y2s(1 * kGiB, kBf16, {kT, kN}, {2 * kN, 1}),
+      w2(3 * kGiB, kBf16, {kN, kK});
+  accepts([&] { fwd(y2s.dl, x2.dl, w2.dl); }, "2-D strided rows");
+  FakeTensor wtb(3 * kGiB, kBf16, {kB, kN, kK}, {kK, kB * kK, 1});
+  rejects([&] { fwd(y.dl, x.dl, wtb.dl); }, "w", "contiguous");
   FakeTensor xbig(2 * kGiB, kBf16, {4, int64_t(1) << 29, kK}), ybig(500 * kGiB, kBf16, {4, int64_t(1) << 29, kN}),
       wbig(3 * kGiB, kBf16, {4, kN, kK});
   rejects([&] { fwd(ybig.dl, xbig.dl, wbig.dl); }, "x", "B x T = 4 x 536870912 rows is larger than cake supports");
@@ -97,6 +123,13 @@ TEST_F(OpsArgs, DenseGemmBatched) {
   rejects([&] { wgrad(dw2.dl, dy.dl, x.dl, true); }, "dw", "must be 3-D [B, N, K], got 2-D");
   FakeTensor xt(2 * kGiB, kBf16, {kB, kT + 1, kK});
   rejects([&] { wgrad(dw.dl, dy.dl, xt.dl, false); }, "x", "differs from [B, T, K] = [3, 100, 48]");
+  FakeTensor dytb(5 * kGiB, kBf16, {kB, kT, kN}, {kN, kB * kN, 1}), dxtb(4 * kGiB, kBf16, {kB, kT, kK}, {kK, kB * kK, 1});
+  accepts([&] { wgrad(dw.dl, dytb.dl, xtb.dl, true); }, "wgrad of [T, B, .] heads");
+  accepts([&] { dgrad(dxtb.dl, dytb.dl, w.dl); }, "dgrad of [T, B, .] heads");
+  FakeTensor dxo(4 * kGiB, kBf16, {kB, kT, kK}, {kK, kK, 1});
+  rejects([&] { dgrad(dxo.dl, dytb.dl, w.dl); }, "dx", "reach some elements twice");
+  FakeTensor dwtb(6 * kGiB, kF32, {kB, kN, kK}, {kK, kB * kK, 1});
+  rejects([&] { wgrad(dwtb.dl, dytb.dl, xtb.dl, true); }, "dw", "contiguous");
 }
 
 TEST_F(OpsArgs, DenseGemmDgradAndWgrad) {
@@ -157,6 +190,9 @@ TEST_F(OpsArgs, DenseGemmCAbi) {
             "argument 'accumulate': dense_gemm.fwd does not accumulate");
   c.rejects("dense_gemm.wgrad", {{"dw", &y.dl}, {"dy", &dy.dl}, {"x", &x.dl}}, "{\"accumulate\": true}",
             "argument 'dw'");
+  FakeTensor xcol(2 * kGiB, kBf16, {kT, kK}, {1, kT}), yover(1 * kGiB, kBf16, {kT, kN}, {8, 1});
+  c.rejects("dense_gemm.fwd", {{"y", &y.dl}, {"x", &xcol.dl}, {"w", &w.dl}}, nullptr, "each row must be contiguous");
+  c.rejects("dense_gemm.fwd", {{"y", &yover.dl}, {"x", &x.dl}, {"w", &w.dl}}, nullptr, "reach some elements twice");
 }
 
 }  // namespace

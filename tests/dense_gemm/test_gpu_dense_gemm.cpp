@@ -1,5 +1,5 @@
 // Label gpu: dense_gemm fwd (bf16 / f32 out), dgrad, wgrad (bf16 / f32 out, accumulate fused
-// and composed), plain and batched, against an FP64 reference on the same bf16 inputs with
+// and composed), plain and batched (contiguous heads, or strided views of them), against an FP64 reference on the same bf16 inputs with
 // TARGETS.md's budgets. Outputs are poisoned before every run; each route runs twice (the
 // same bits), and with a grid capped to 3 SMs (the same bits again). Every case runs on the
 // planner's route and with the portable programs forced.
@@ -352,6 +352,147 @@ TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
       acc.launch(nullptr);
       const auto twice = DW.download<float>();
       for (size_t i = 0; i < dw.size(); ++i) ASSERT_EQ(f32_bits(twice[i]), f32_bits(dw[i] + dw[i])) << i;
+    }
+  }
+}
+
+// A token operand ([B, T, C]; b = 0: [T, C]) as a strided view into a storage of its own:
+// row t of head h at h * head + t * ld elements. Inputs have NaN between their rows (a read of
+// a gap shows), outputs poison (a write to one shows).
+struct StridedRows {
+  StridedRows(DType t, int64_t b, int64_t rows, int64_t c, int64_t ld_, int64_t head_)
+      : heads(std::max<int64_t>(b, 1)), T(rows), C(c), ld(ld_), head(head_),
+        store(t, {(heads - 1) * head + (T - 1) * ld + C}),
+        shape(b ? std::vector<int64_t>{b, T, C} : std::vector<int64_t>{T, C}),
+        strides(b ? std::vector<int64_t>{head, ld, 1} : std::vector<int64_t>{ld, 1}) {
+    dl = store.dl;
+    dl.ndim = int32_t(shape.size()), dl.shape = shape.data(), dl.strides = strides.data();
+  }
+  size_t at(int64_t h, int64_t t, int64_t c) const { return size_t(h * head + t * ld + c); }
+  template <typename V>
+  void upload(const std::vector<V>& logical) {
+    std::vector<V> s(size_t(store.n));
+    std::memset(s.data(), 0xff, s.size() * sizeof(V));  // NaN in bf16 and f32
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < C; ++c) s[at(h, t, c)] = logical[size_t((h * T + t) * C + c)];
+    store.upload(s);
+  }
+  // The logical [B, T, C] values; every element between the rows still 0xff bytes.
+  template <typename V>
+  std::vector<V> download(const char* what) const {
+    const auto s = store.download<V>();
+    std::vector<V> out(size_t(heads * T * C));
+    std::vector<bool> mine(s.size(), false);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < C; ++c) out[size_t((h * T + t) * C + c)] = s[at(h, t, c)], mine[at(h, t, c)] = true;
+    V poison;
+    std::memset(&poison, 0xff, sizeof(V));
+    for (size_t i = 0; i < s.size(); ++i)
+      if (!mine[i]) EXPECT_EQ(std::memcmp(&s[i], &poison, sizeof(V)), 0) << what << ": wrote between rows at " << i;
+    return out;
+  }
+  int64_t heads, T, C, ld, head;
+  Dev store;
+  std::vector<int64_t> shape, strides;
+  DLTensor dl{};
+};
+
+// The token operands as strided views (heads of a [T, B, C] tensor, padded rows, both, mixed
+// with contiguous ones): every op computes the bits of the same call on contiguous tensors,
+// reads nothing between the rows and writes nothing there; on the planner's route and with
+// the portable programs forced. T 200 and 777 end inside a row block, so a head's last block is
+// partial (on Hopper: 3-D boxes that stop at the head's end, or masked stores at the row stride).
+TEST_F(DenseGemmGpu, StridedTokenOperandsSameBitsAsContiguous) {
+  struct Shape {
+    int64_t b, t, n, k;
+  };
+  enum Rows { kContiguous, kHeadsInterleaved, kPadded };
+  auto layout = [](Rows r, int64_t b, int64_t t, int64_t c) -> std::pair<int64_t, int64_t> {  // ld, head
+    const int64_t B = std::max<int64_t>(b, 1);
+    if (r == kHeadsInterleaved) return {B * c, c};
+    if (r == kPadded) return {c + 8, t * (c + 8)};
+    return {c, t * c};
+  };
+  const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
+  for (const Shape& sh : {Shape{3, 200, 40, 136}, Shape{2, 777, 264, 72}, Shape{0, 777, 40, 72}}) {
+    const int64_t B = std::max<int64_t>(sh.b, 1), T = sh.t, N = sh.n, K = sh.k;
+    auto dims = [&](int64_t a, int64_t c) { return sh.b ? std::vector<int64_t>{sh.b, a, c} : std::vector<int64_t>{a, c}; };
+    const auto xb = test::to_bf16(test::random_floats(size_t(B * T * K), 21));
+    const auto gb = test::to_bf16(test::random_floats(size_t(B * T * N), 22));
+    const auto wb = test::to_bf16(test::random_floats(size_t(B * N * K), 23, 0.5f));
+    const auto dw0 = test::random_floats(size_t(B * N * K), 24);
+    Dev X(DType::bf16, dims(T, K)), G(DType::bf16, dims(T, N)), W(DType::bf16, dims(N, K));
+    X.upload(xb), G.upload(gb), W.upload(wb);
+    // FP64 y of the contiguous call, once per shape.
+    const auto x = widen(xb), w = widen(wb);
+    std::vector<double> yref(size_t(B * T * N));
+    parallel_for(B * T, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        for (int64_t j = 0; j < N; ++j) {
+          double a = 0;
+          for (int64_t kk = 0; kk < K; ++kk) a += x[size_t(r * K + kk)] * w[size_t(((r / T) * N + j) * K + kk)];
+          yref[size_t(r * N + j)] = a;
+        }
+    });
+    for (const bool forced : {false, true}) {
+      auto opt = [&](const char* what) {
+        ops::OpOptions o;
+        if (forced) o.candidate = portable(what);
+        return o;
+      };
+      // The contiguous calls' bits.
+      Dev Y(DType::bf16, dims(T, N)), YF(DType::f32, dims(T, N)), DX(DType::bf16, dims(T, K));
+      Dev DW(DType::f32, dims(N, K)), DWB(DType::bf16, dims(N, K)), DWA(DType::f32, dims(N, K));
+      Y.poison(), YF.poison(), DX.poison(), DW.poison(), DWB.poison();
+      DWA.upload(dw0);
+      ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, W.dl, opt("fwd")).launch(nullptr);
+      ops::prepare_dense_gemm_fwd(*rt_, YF.dl, X.dl, W.dl, opt("fwd_f32")).launch(nullptr);
+      ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, W.dl, opt("dgrad")).launch(nullptr);
+      ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, false, opt("wgrad_f32")).launch(nullptr);
+      ops::prepare_dense_gemm_wgrad(*rt_, DWB.dl, G.dl, X.dl, false, opt("wgrad_bf16")).launch(nullptr);
+      ops::prepare_dense_gemm_wgrad(*rt_, DWA.dl, G.dl, X.dl, true, opt("wgrad_acc_f32")).launch(nullptr);
+      const auto y = Y.download<uint16_t>();
+      expect_bf16_close(y, yref, yref.size(), "y (contiguous)");
+      const auto yf = YF.download<uint32_t>(), dw = DW.download<uint32_t>(), dwa = DWA.download<uint32_t>();
+      const auto dx = DX.download<uint16_t>(), dwbf = DWB.download<uint16_t>();
+      const std::vector<std::pair<Rows, Rows>> variants =
+          sh.b ? std::vector<std::pair<Rows, Rows>>{{kHeadsInterleaved, kHeadsInterleaved},
+                                                    {kHeadsInterleaved, kContiguous},
+                                                    {kContiguous, kPadded},
+                                                    {kPadded, kHeadsInterleaved}}
+               : std::vector<std::pair<Rows, Rows>>{{kPadded, kPadded}, {kContiguous, kPadded}};
+      for (const auto& [in, out] : variants) {
+        SCOPED_TRACE("B " + std::to_string(sh.b) + " T " + std::to_string(T) + " N " + std::to_string(N) + " K " +
+                     std::to_string(K) + (forced ? ", portable" : ", planned") + ", inputs " + std::to_string(in) +
+                     ", outputs " + std::to_string(out));
+        auto rows = [&](Rows r, DType t, int64_t c) {
+          const auto [ld, head] = layout(r, sh.b, T, c);
+          return std::make_unique<StridedRows>(t, sh.b, T, c, ld, head);
+        };
+        auto xs = rows(in, DType::bf16, K), gs = rows(in, DType::bf16, N);
+        xs->upload(xb), gs->upload(gb);
+        auto ys = rows(out, DType::bf16, N), yfs = rows(out, DType::f32, N), dxs = rows(out, DType::bf16, K);
+        ys->store.poison(), yfs->store.poison(), dxs->store.poison();
+        DW.poison(), DWB.poison();
+        DWA.upload(dw0);
+        const Launch fwd = ops::prepare_dense_gemm_fwd(*rt_, ys->dl, xs->dl, W.dl, opt("fwd"));
+        if (forced) EXPECT_EQ(fwd.plan()->route, portable("fwd"));
+        else if (hopper) EXPECT_NE(fwd.plan()->route.find("sm90"), std::string::npos) << fwd.plan()->route;
+        fwd.launch(nullptr);
+        ops::prepare_dense_gemm_fwd(*rt_, yfs->dl, xs->dl, W.dl, opt("fwd_f32")).launch(nullptr);
+        ops::prepare_dense_gemm_dgrad(*rt_, dxs->dl, gs->dl, W.dl, opt("dgrad")).launch(nullptr);
+        ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, gs->dl, xs->dl, false, opt("wgrad_f32")).launch(nullptr);
+        ops::prepare_dense_gemm_wgrad(*rt_, DWB.dl, gs->dl, xs->dl, false, opt("wgrad_bf16")).launch(nullptr);
+        ops::prepare_dense_gemm_wgrad(*rt_, DWA.dl, gs->dl, xs->dl, true, opt("wgrad_acc_f32")).launch(nullptr);
+        EXPECT_EQ(ys->download<uint16_t>("y"), y);
+        EXPECT_EQ(yfs->download<uint32_t>("y (f32)"), yf);
+        EXPECT_EQ(dxs->download<uint16_t>("dx"), dx);
+        EXPECT_EQ(DW.download<uint32_t>(), dw);
+        EXPECT_EQ(DWB.download<uint16_t>(), dwbf);
+        EXPECT_EQ(DWA.download<uint32_t>(), dwa);
+      }
     }
   }
 }

@@ -16,13 +16,18 @@ namespace {
 // B heads when batched. The weight (dw for wgrad) is stored [N, K], or [K, N] (`kn`: given as
 // the transposed view of a contiguous [K, N] tensor, checked as that tensor). Contiguity also
 // rules out an expanded or self-overlapping dw, which accumulate would read and write through
-// several aliases.
+// several aliases. The token operands may be strided views (rows apart, heads anywhere: a
+// [T, B, K] tensor's heads as x_tbk.transpose(0, 1)).
 std::vector<OperandSpec> specs(int op, bool batched, bool kn) {
   const std::vector<DType> bf16 = {DType::bf16}, dw_types = {DType::bf16, DType::f32};
   const std::string b = batched ? "B" : "", w = b + (kn ? "KN" : "NK");
-  if (op == gemm::kOpFwd) return {{"y", b + "TN", {DType::bf16, DType::f32}}, {"x", b + "TK", bf16}, {"w", w, bf16}};
-  if (op == gemm::kOpDgrad) return {{"dx", b + "TK", bf16}, {"dy", b + "TN", bf16}, {"w", w, bf16}};
-  return {{"dw", w, dw_types}, {"dy", b + "TN", bf16}, {"x", b + "TK", bf16}};
+  auto rows = [](const char* name, std::string dims, std::vector<DType> types) {
+    return OperandSpec{name, std::move(dims), std::move(types), true, true};
+  };
+  if (op == gemm::kOpFwd)
+    return {rows("y", b + "TN", {DType::bf16, DType::f32}), rows("x", b + "TK", bf16), {"w", w, bf16}};
+  if (op == gemm::kOpDgrad) return {rows("dx", b + "TK", bf16), rows("dy", b + "TN", bf16), {"w", w, bf16}};
+  return {{"dw", w, dw_types}, rows("dy", b + "TN", bf16), rows("x", b + "TK", bf16)};
 }
 
 // The storage of a weight given as the transposed view of a contiguous [K, N] ([B, K, N])
@@ -44,6 +49,7 @@ struct Checked {
   std::vector<TensorView> tensors;  // output first
   int64_t t = 0, n = 0, k = 0, b = 1;
   bool batched = false, kn = false;
+  std::map<std::string, RowLayout> rows;  // the strided token operands
 };
 
 // The first input's rank says whether the call is batched, the weight's (dw's) strides
@@ -62,7 +68,7 @@ Checked check(int op, const OpCall& call) {
   if (kn) storage.tensors[weight] = *kn;
   GemmOperands g = check_operands(storage, specs(op, batched, kn.has_value()));
   Checked c{std::move(g.tensors), g.dims.at('T'), g.dims.at('N'), g.dims.at('K'), batched ? g.dims.at('B') : 1,
-            batched, kn.has_value()};
+            batched, kn.has_value(), std::move(g.rows)};
   // The kernels see B x T rows as one int.
   if (c.b > 0 && c.t > INT_MAX / c.b)
     throw ArgumentError(first.name, "B x T = " + std::to_string(c.b) + " x " + std::to_string(c.t) +
@@ -83,7 +89,7 @@ OpPlan make_plan(int op, const char* op_name, const OpCall& call) {
   p.composed_elements = c.b * c.n * c.k;  // a composed accumulate adds over dw
   // The kernel a [K, N] weight runs (the routes' kn candidates): x w is dgrad's form, dy w^T
   // fwd's, x^T dy wgrad's with x and dy exchanged; N and K trade places.
-  GemmCall gemm{op, c.b * c.t, c.n, c.k, c.b, "", "", "", ""};
+  GemmCall gemm{op, c.b * c.t, c.n, c.k, c.b, "", "", "", "", c.rows};
   if (op == gemm::kOpFwd) gemm.a = "x", gemm.b = "w", gemm.out = "y";
   if (op == gemm::kOpDgrad) gemm.a = "dy", gemm.b = "w", gemm.out = "dx";
   if (op == gemm::kOpWgrad) gemm.a = c.kn ? "x" : "dy", gemm.b = c.kn ? "dy" : "x", gemm.out = "dw";

@@ -2,7 +2,8 @@
 / dgrad / wgrad (docs/families.md): F.linear without a bias, in bf16. x [..., K] and w [N, K]
 give y [..., N]; a weight kept [K, N] is passed as its transposed view (w_kn.t()) and served
 without a copy; batched over heads, x [B, T, K] and w [B, N, K] give y [B, T, N] in one
-launch. K and N are multiples of 8.
+launch, x contiguous or the heads of a [T, B, K] tensor (x_tbk.transpose(0, 1), served without
+a copy; y and dx then come laid out the same way). K and N are multiples of 8.
 
 fuse_wgrad_accumulation=True: Megatron's main_grad convention (cake/torch/main_grad.py).
 
@@ -20,9 +21,24 @@ from ..gemm_autograd import deferred_function, gemm_grads, register_compiled_aut
 __all__ = ["linear"]
 
 
-def _packed(t):
-    """t as the kernels take it: contiguous, 16-byte aligned."""
-    if not t.is_contiguous():
+def _heads_interleaved(t):
+    """t [B, T, C] is the heads of a contiguous [T, B, C] tensor (t_tbc.transpose(0, 1))."""
+    return t.dim() == 3 and t.shape[0] > 1 and t.shape[1] > 1 and t.transpose(0, 1).is_contiguous()
+
+
+def _served_rows(t):
+    """Token rows the op takes as they are (docs/families.md): contiguous, heads of a [T, B, C]
+    tensor, or [T, C] rows a multiple of 16 bytes apart."""
+    if t.is_contiguous() or _heads_interleaved(t):
+        return True
+    return (t.dim() == 2 and t.stride(1) == 1 and t.stride(0) >= t.shape[1]
+            and t.stride(0) * t.element_size() % 16 == 0)
+
+
+def _packed(t, rows=False):
+    """t as the kernels take it, 16-byte aligned: contiguous, or with `rows` any layout of
+    token rows the op serves (a copy keeps the layout)."""
+    if not (t.is_contiguous() or (rows and _served_rows(t))):
         t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
@@ -40,15 +56,23 @@ def _as_rows(t, w):
 
 
 def _rows(x, w):
-    return _packed(_as_rows(x, w))
+    return _packed(_as_rows(x, w), rows=True)
 
 
 def _launch_fwd(y, x, w):
     calls.run("dense_gemm.fwd", {"y": _as_rows(y, w), "x": _rows(x, w), "w": _weight(w)})
 
 
+def _like(t, w, cols):
+    """A new output of t's rows and `cols` columns: for heads (a 3-D w) laid out as t is when
+    t's heads are a [T, B, C] tensor's, else contiguous (its rows fold into a view)."""
+    if w.dim() == 3 and _heads_interleaved(t):
+        return t.new_empty(t.shape[1], t.shape[0], cols).transpose(0, 1)
+    return t.new_empty(*t.shape[:-1], cols)
+
+
 def _out(x, w):
-    return x.new_empty(*x.shape[:-1], w.shape[-2])
+    return _like(x, w, w.shape[-2])
 
 
 def _fwd_impl(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -58,7 +82,7 @@ def _fwd_impl(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def _dgrad_impl(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    dx = g.new_empty(*g.shape[:-1], w.shape[-1])
+    dx = _like(g, w, w.shape[-1])
     calls.run("dense_gemm.dgrad", {"dx": _as_rows(dx, w), "dy": _rows(g, w), "w": _weight(w)})
     return dx
 
@@ -86,7 +110,7 @@ def _(x, w):
 
 @_dgrad.register_fake
 def _(g, w):
-    return g.new_empty(*g.shape[:-1], w.shape[-1])
+    return _like(g, w, w.shape[-1])
 
 
 @_wgrad.register_fake
