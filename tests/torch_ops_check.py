@@ -235,6 +235,10 @@ x64, w64, g64 = x_tbk.detach().transpose(0, 1).double(), w_h.detach().double(), 
 close(y_h, x64 @ w64.transpose(-2, -1), 1e-2, 1e-2, "linear of [T, B, K] heads: y vs FP64")
 close(x_tbk.grad.transpose(0, 1), g64 @ w64, 1e-2, 1e-2, "linear of [T, B, K] heads: dx vs FP64")
 close(w_h.grad, g64.transpose(-2, -1) @ x64, 5e-2, 1e-2, "linear of [T, B, K] heads: dw vs FP64")
+y_in = ct.linear(x_tbk.transpose(0, 1), w_h)
+y_in.mul_(2.0)  # an in-place op on the output under autograd (it is not a view)
+y_in.float().sum().backward()
+check(bool(torch.isfinite(x_tbk.grad).all()), "linear of [T, B, K] heads: in-place op on y, then backward")
 
 # linear's main_grad: bitwise fp32(main_grad + dW) on a [N, K] weight; through w.t() of a [K, N]
 # weight the main_grad is the parameter's, [K, N]
@@ -303,6 +307,17 @@ check(all(torch.equal(a, b) for a, b in zip(eager_out, compiled_out)),
 (compiled_out[0].sum() + compiled_out[1].float().sum()).backward()
 check(xc2.grad is not None and wg2.grad is not None and wp2.grad is not None and bool(torch.isfinite(xc2.grad).all()),
       "compiled linear and router_logits: backward")
+
+
+# linear over heads of a [T, B, K] tensor under torch.compile(fullgraph=True): the eager bits
+# (the fake kernel lays y out as the real one does), values and layout.
+def heads_project(t_tbk, w):
+    return ct.linear(t_tbk.transpose(0, 1), w) * 1.0
+
+
+xh3, wh3 = bf16(200, 3, 256), bf16(3, 64, 256, scale=0.5)
+check(torch.equal(torch.compile(heads_project, fullgraph=True)(xh3, wh3), heads_project(xh3, wh3)),
+      "torch.compile(fullgraph=True) of linear over [T, B, K] heads == eager, bitwise")
 
 # -- deterministic mode: a non-deterministic request runs deterministic (and logs once)
 torch.use_deterministic_algorithms(True)

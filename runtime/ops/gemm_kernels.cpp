@@ -58,6 +58,9 @@ RowLayout strided_rows(const TensorView& t) {
     throw ArgumentError(t.name, "strides " + shape_text(t.strides) + ": each row must be contiguous (stride 1 in the last dim)");
   RowLayout l;
   l.ld = rows > 1 ? t.strides[r - 2] : c;
+  if (l.ld > INT_MAX || (heads > 1 && t.strides[0] >= (int64_t(1) << 40) / dtype_size(t.dtype)))
+    throw ArgumentError(t.name, "strides " + shape_text(t.strides) +
+                                    " are larger than cake supports (rows 2^31 - 1 elements, heads under 2^40 bytes apart)");
   l.head = heads > 1 ? t.strides[0] : rows * l.ld;
   const int64_t unit = 16 / dtype_size(t.dtype);
   for (const int64_t s : {l.ld, l.head})
@@ -71,9 +74,6 @@ RowLayout strided_rows(const TensorView& t) {
                      (heads <= 1 || rows <= 1 || out.first / in.second >= in.first);
   if (!apart)
     throw ArgumentError(t.name, "strides " + shape_text(t.strides) + " reach some elements twice (overlapping rows or heads)");
-  if (l.ld > INT_MAX || l.head > (int64_t(1) << 40) / dtype_size(t.dtype))
-    throw ArgumentError(t.name, "strides " + shape_text(t.strides) +
-                                    " are larger than cake supports (rows 2^31 - 1 elements, heads 2^40 bytes apart)");
   return l;
 }
 

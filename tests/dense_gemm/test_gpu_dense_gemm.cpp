@@ -357,12 +357,13 @@ TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
 }
 
 // A token operand ([B, T, C]; b = 0: [T, C]) as a strided view into a storage of its own:
-// row t of head h at h * head + t * ld elements. Inputs have NaN between their rows (a read of
-// a gap shows), outputs poison (a write to one shows).
+// row t of head h at h * head + t * ld elements, and a row's length of guard after the last
+// element. Inputs have NaN between their rows and in the guard (a read shows), outputs poison
+// (a write shows).
 struct StridedRows {
   StridedRows(DType t, int64_t b, int64_t rows, int64_t c, int64_t ld_, int64_t head_)
       : heads(std::max<int64_t>(b, 1)), T(rows), C(c), ld(ld_), head(head_),
-        store(t, {(heads - 1) * head + (T - 1) * ld + C}),
+        store(t, {(heads - 1) * head + (T - 1) * ld + C + ld}),
         shape(b ? std::vector<int64_t>{b, T, C} : std::vector<int64_t>{T, C}),
         strides(b ? std::vector<int64_t>{head, ld, 1} : std::vector<int64_t>{ld, 1}) {
     dl = store.dl;
@@ -399,8 +400,8 @@ struct StridedRows {
   DLTensor dl{};
 };
 
-// The token operands as strided views (heads of a [T, B, C] tensor, padded rows, both, mixed
-// with contiguous ones): every op computes the bits of the same call on contiguous tensors,
+// The token operands as strided views (heads of a [T, B, C] tensor, with gaps between heads
+// too, padded rows, mixed with contiguous ones): every op computes the bits of the same call on contiguous tensors,
 // reads nothing between the rows and writes nothing there; on the planner's route and with
 // the portable programs forced. T 200 and 777 end inside a row block, so a head's last block is
 // partial (on Hopper: 3-D boxes that stop at the head's end, or masked stores at the row stride).
@@ -408,10 +409,12 @@ TEST_F(DenseGemmGpu, StridedTokenOperandsSameBitsAsContiguous) {
   struct Shape {
     int64_t b, t, n, k;
   };
-  enum Rows { kContiguous, kHeadsInterleaved, kPadded };
+  // Heads of a [T, B, C] tensor, the same with 8 elements between heads, padded rows.
+  enum Rows { kContiguous, kHeadsInterleaved, kHeadsApart, kPadded };
   auto layout = [](Rows r, int64_t b, int64_t t, int64_t c) -> std::pair<int64_t, int64_t> {  // ld, head
     const int64_t B = std::max<int64_t>(b, 1);
     if (r == kHeadsInterleaved) return {B * c, c};
+    if (r == kHeadsApart) return {B * (c + 8), c + 8};
     if (r == kPadded) return {c + 8, t * (c + 8)};
     return {c, t * c};
   };
@@ -461,7 +464,8 @@ TEST_F(DenseGemmGpu, StridedTokenOperandsSameBitsAsContiguous) {
           sh.b ? std::vector<std::pair<Rows, Rows>>{{kHeadsInterleaved, kHeadsInterleaved},
                                                     {kHeadsInterleaved, kContiguous},
                                                     {kContiguous, kPadded},
-                                                    {kPadded, kHeadsInterleaved}}
+                                                    {kPadded, kHeadsApart},
+                                                    {kHeadsApart, kHeadsInterleaved}}
                : std::vector<std::pair<Rows, Rows>>{{kPadded, kPadded}, {kContiguous, kPadded}};
       for (const auto& [in, out] : variants) {
         SCOPED_TRACE("B " + std::to_string(sh.b) + " T " + std::to_string(T) + " N " + std::to_string(N) + " K " +
@@ -477,15 +481,18 @@ TEST_F(DenseGemmGpu, StridedTokenOperandsSameBitsAsContiguous) {
         ys->store.poison(), yfs->store.poison(), dxs->store.poison();
         DW.poison(), DWB.poison();
         DWA.upload(dw0);
-        const Launch fwd = ops::prepare_dense_gemm_fwd(*rt_, ys->dl, xs->dl, W.dl, opt("fwd"));
-        if (forced) EXPECT_EQ(fwd.plan()->route, portable("fwd"));
-        else if (hopper) EXPECT_NE(fwd.plan()->route.find("sm90"), std::string::npos) << fwd.plan()->route;
-        fwd.launch(nullptr);
-        ops::prepare_dense_gemm_fwd(*rt_, yfs->dl, xs->dl, W.dl, opt("fwd_f32")).launch(nullptr);
-        ops::prepare_dense_gemm_dgrad(*rt_, dxs->dl, gs->dl, W.dl, opt("dgrad")).launch(nullptr);
-        ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, gs->dl, xs->dl, false, opt("wgrad_f32")).launch(nullptr);
-        ops::prepare_dense_gemm_wgrad(*rt_, DWB.dl, gs->dl, xs->dl, false, opt("wgrad_bf16")).launch(nullptr);
-        ops::prepare_dense_gemm_wgrad(*rt_, DWA.dl, gs->dl, xs->dl, true, opt("wgrad_acc_f32")).launch(nullptr);
+        // Each call on the Hopper programs where planned (on the portable one where forced).
+        auto run = [&](const char* what, const Launch& l) {
+          if (forced) EXPECT_EQ(l.plan()->route, portable(what));
+          else if (hopper) EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << what << ": " << l.plan()->route;
+          l.launch(nullptr);
+        };
+        run("fwd", ops::prepare_dense_gemm_fwd(*rt_, ys->dl, xs->dl, W.dl, opt("fwd")));
+        run("fwd_f32", ops::prepare_dense_gemm_fwd(*rt_, yfs->dl, xs->dl, W.dl, opt("fwd_f32")));
+        run("dgrad", ops::prepare_dense_gemm_dgrad(*rt_, dxs->dl, gs->dl, W.dl, opt("dgrad")));
+        run("wgrad_f32", ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, gs->dl, xs->dl, false, opt("wgrad_f32")));
+        run("wgrad_bf16", ops::prepare_dense_gemm_wgrad(*rt_, DWB.dl, gs->dl, xs->dl, false, opt("wgrad_bf16")));
+        run("wgrad_acc_f32", ops::prepare_dense_gemm_wgrad(*rt_, DWA.dl, gs->dl, xs->dl, true, opt("wgrad_acc_f32")));
         EXPECT_EQ(ys->download<uint16_t>("y"), y);
         EXPECT_EQ(yfs->download<uint32_t>("y (f32)"), yf);
         EXPECT_EQ(dxs->download<uint16_t>("dx"), dx);

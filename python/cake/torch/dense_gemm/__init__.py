@@ -26,6 +26,12 @@ def _heads_interleaved(t):
     return t.dim() == 3 and t.shape[0] > 1 and t.shape[1] > 1 and t.transpose(0, 1).is_contiguous()
 
 
+def _heads_outer_rows(t):
+    """t [B, T, C] steps over heads by less than over rows (by stride order alone, which is
+    what torch.compile's fake tensors keep)."""
+    return t.dim() == 3 and t.shape[0] > 1 and t.shape[1] > 1 and t.stride(0) < t.stride(1)
+
+
 def _served_rows(t):
     """Token rows the op takes as they are (docs/families.md): contiguous, heads of a [T, B, C]
     tensor, or [T, C] rows a multiple of 16 bytes apart."""
@@ -64,10 +70,12 @@ def _launch_fwd(y, x, w):
 
 
 def _like(t, w, cols):
-    """A new output of t's rows and `cols` columns: for heads (a 3-D w) laid out as t is when
-    t's heads are a [T, B, C] tensor's, else contiguous (its rows fold into a view)."""
-    if w.dim() == 3 and _heads_interleaved(t):
-        return t.new_empty(t.shape[1], t.shape[0], cols).transpose(0, 1)
+    """A new output of t's rows and `cols` columns: for heads (a 3-D w) laid out [T, B, cols]
+    when t's heads are interleaved so, else contiguous (its rows fold into a view). Not a view
+    of another tensor, so in-place ops on it stay allowed under autograd."""
+    if w.dim() == 3 and _heads_outer_rows(t):
+        b, rows = t.shape[0], t.shape[1]
+        return torch.empty_strided((b, rows, cols), (cols, b * cols, 1), dtype=t.dtype, device=t.device)
     return t.new_empty(*t.shape[:-1], cols)
 
 
