@@ -3,6 +3,7 @@
 // a call's dims give; `cakec build` prebuilds the instances a program lists. No GPU, no NVRTC.
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <thread>
 
 #include "aot_manifest.hpp"
@@ -256,8 +257,12 @@ TEST(Instances, AnAotCubinServesItsInstanceOnly) {
   po.archs = {kSm90};
   po.out = dir.path() / "aot";
   std::vector<std::string> compiled;
+  std::mutex compiled_mutex;  // prebuild compiles on several threads (PrebuildOptions::jobs)
   po.compile = [&](const RenderedProgram& rp, const Arch&, const std::vector<std::string>&) {
-    compiled.push_back(rp.name_expressions.at(0));
+    {
+      std::lock_guard<std::mutex> lock(compiled_mutex);
+      compiled.push_back(rp.name_expressions.at(0));
+    }
     CompiledBinary b;
     b.cubin = "\x7f" "ELF fake " + rp.name;
     b.lowered_names = {"_Z3fakev"};
