@@ -89,10 +89,11 @@ inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, con
   // The dynamic tile schedule's two counters (tiles handed out, CTAs done); clusters of 2
   // walk round-robin and need none. The last wave's tiles split along the reduction
   // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; docs/decisions.md,
-  // tail split): the flags after the counters and an FP32 tile of workspace per SM.
+  // tail split): the flags after the counters and an FP32 tile of workspace per SM; FP32
+  // wgrad a second one, the CTA's chain tile (gemm_contract.h kChainRows).
   if (t.cluster == 1) {
     p.params["counters"] = gemm::kCounterInts;
-    p.params["workspace_per_sm"] = t.bm * t.bn * 4;
+    p.params["workspace_per_sm"] = gemm::sm90_workspace_per_sm(t.bm, t.bn, op.index == gemm::kOpWgrad && out == "f32");
   }
   return p;
 }

@@ -21,9 +21,20 @@ CAKE_HOST_DEVICE constexpr int uniform_group_rows(int m, int groups) { return (m
 // many as fill the SMs with one wave of tiles, each of at least kMinReducePartRows rows (an
 // FP32 tile's reduce-add into L2 against its share of the loads).
 constexpr int kMinReducePartRows = 1024;
+
+// FP32 wgrad sums a tile over at most kChainRows rows in one run of the tensor cores' FP32
+// accumulation, whose error grows with the length of the run (about 1.2e-9 a row relative on
+// random data, H200: 1.5e-4 at 131072 rows against the FP32 budget of 5e-5). A longer run is
+// cut into segments whose sums are added in order with round-to-nearest FP32 adds: the sm90
+// kernel through its CTA's chain tile of workspace (Sm90Args::chain_rows), the portable one
+// every mma. The reduce split's parts (below) are at most this long.
+constexpr int kChainRows = 16384;
+
 CAKE_HOST_DEVICE constexpr int reduce_parts(int ctas, int tiles, int rows) {
   const int by_waves = tiles > 0 ? ctas / tiles : 1, by_rows = rows / kMinReducePartRows;
-  const int p = by_waves < by_rows ? by_waves : by_rows;
+  const int by_chain = rows / kChainRows + (rows % kChainRows != 0);  // parts of kChainRows at most
+  int p = by_waves < by_rows ? by_waves : by_rows;
+  p = p < by_chain ? by_chain : p;
   return p < 1 ? 1 : p;
 }
 
@@ -47,6 +58,8 @@ CAKE_HOST_DEVICE constexpr int sm90_smem_bytes(int bm, int bn, int stages, int b
 // The int32 counters an sm90 launch with the dynamic schedule owns (zero at launch, zero
 // again when it ends): tiles handed out and CTAs done, then one flag per slot of the tail
 // split, which sums the parts of a split tile through one FP32 tile of workspace per slot.
+// FP32 wgrad programs have a second FP32 tile per SM after those: a CTA's chain tile, the
+// running sum of its tile's segments (kChainRows).
 constexpr int kScheduleCounters = 2, kMaxSplitSlots = 1022;
 constexpr int kCounterInts = kScheduleCounters + kMaxSplitSlots;
 constexpr int kMaxSplitParts = 4;
@@ -85,6 +98,12 @@ CAKE_HOST_DEVICE constexpr int min_split_part_rows(int bm, int bn) {
   return kMinSplitPartRows * (bm * bn / 64) / (128 * 256 / 64);
 }
 
+// Workspace bytes per SM of an sm90 program with the dynamic schedule: a split slot's FP32
+// tile, and for FP32 wgrad a chain tile besides.
+CAKE_HOST_DEVICE constexpr int sm90_workspace_per_sm(int bm, int bn, bool fp32_wgrad) {
+  return (fp32_wgrad ? 2 : 1) * bm * bn * 4;
+}
+
 // wgrad walks its groups largest first when it has at most this many (the order table's room
 // in shared memory); it splits its tail only then.
 constexpr int kMaxSortedGroups = 256;
@@ -109,7 +128,9 @@ CAKE_HOST_DEVICE constexpr TailSplit row_op_split(int ctas, int total, int k_blo
 
 // The sm90 kernel's argument. `sched` null: round-robin tiles (clusters of 2 need none);
 // `split_ws` null: no tail split, else split_ctas x tile_m x tile_n floats, planned for
-// `split_ctas` CTAs (the device's SMs, whatever the grid). The row-grouped operands (fwd: A and
+// `split_ctas` CTAs (the device's SMs, whatever the grid); `chain_rows` > 0 (FP32 wgrad, a
+// multiple of 64): as many floats again follow, CTA i's chain tile at tile i, and a tile's
+// rows are summed in segments of chain_rows (kChainRows). The row-grouped operands (fwd: A and
 // out, dgrad: A and out, wgrad: A and B) are strided rows of their groups:
 //   heads 0: 3-D maps {cols, m, 1} over rows that follow each other (a group's rows start at
 //     its first row; row strides are the maps'); `out_ld` is out's row stride in elements, for
@@ -126,6 +147,7 @@ struct Sm90Args {
   float* split_ws;
   int split_ctas;
   int heads, out_ld;
+  int chain_rows;
 };
 CAKE_CONTRACT_SIZE(Sm90Args, 448);
 CAKE_CONTRACT_FIELD(Sm90Args, b, 128);
@@ -137,6 +159,7 @@ CAKE_CONTRACT_FIELD(Sm90Args, split_ws, 424);
 CAKE_CONTRACT_FIELD(Sm90Args, split_ctas, 432);
 CAKE_CONTRACT_FIELD(Sm90Args, heads, 436);
 CAKE_CONTRACT_FIELD(Sm90Args, out_ld, 440);
+CAKE_CONTRACT_FIELD(Sm90Args, chain_rows, 444);
 
 // Portable programs (sm_80+): bf16 A and B tiles of every stage in shared memory.
 CAKE_HOST_DEVICE constexpr int portable_smem_bytes(int bm, int bn, int bk, int stages) {

@@ -13,7 +13,11 @@
 //
 // With `split_ws` (and `sched`) the last wave's tiles split along the reduction (Scheduler::
 // plan_split for wgrad, plan_split_rows for fwd and dgrad launches of few waves:
-// deterministic stream-K, a fixed summation order).
+// deterministic stream-K, a fixed summation order). FP32 wgrad with `chain_rows` sums a
+// tile (a part) in segments of that many rows: after each segment but the last a consumer
+// thread adds its accumulators into its CTA's chain tile of workspace (the first one stores)
+// and zeroes them; the last segment's accumulators add the chain tile's sum before the
+// epilogue. Each thread reads back only what it wrote, so no barrier is needed.
 //
 // Tile order: each CTA's first tile is its own index; after that, with `sched` (two ints in
 // global memory, zero at launch; clusters of 1) the producer takes the next tile index from
@@ -432,6 +436,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   int* __restrict__ const sched = args.sched;
   float* __restrict__ const split_ws = args.split_ws;
   const int num_groups = args.groups, m = args.m, n = args.n, k = args.k, split_ctas = args.split_ctas;
+  // FP32 wgrad sums a tile in segments of args.chain_rows rows (gemm_contract.h kChainRows)
+  // through the CTA's chain tile after the split slots. Read from parameter space where used,
+  // so that nothing of it stays in registers across the k loop.
+  constexpr bool kChained = kOp == kOpWgrad && sizeof(OutT) == 4;
+  auto chain_tile = [&] {
+    return reinterpret_cast<float4*>(args.split_ws + (static_cast<long long>(args.split_ctas) + blockIdx.x) * (kBM * kBN));
+  };
   static_assert(kBM == 128, "two consumer warpgroups of 64 rows");
   static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "wgmma n");
   static_assert(!kAccumulate || sizeof(OutT) == 4, "accumulate is fused for FP32 out only");
@@ -867,20 +878,63 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
         held = stage;
         advance();
       };
+      // k blocks of the chain's segment left (kChained; none: it never reaches 0). At its end,
+      // unless the tile ends there too, the running sum in the chain tile gains the
+      // accumulators, which restart from zero. Segments are longer than the peeled blocks, so
+      // no held slice is pending then.
+      const bool chained = kChained && args.split_ws != nullptr && args.chain_rows > 0;
+      int seg_left = chained ? args.chain_rows / 64 : 0;
+      auto end_segment = [&](int kb) {
+        if (--seg_left != 0) return;
+        seg_left = args.chain_rows / 64;
+        if (kb + 1 == tile.kb1) return;
+        const bool first = kb + 1 - tile.kb0 == seg_left;
+        wgmma_wait<0>();
+        fence_acc(acc);
+        float4* const chain = chain_tile();
+#pragma unroll
+        for (int i = 0; i < kBN / 8; ++i) {
+          float4 v = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+          if (!first) {
+            const float4 r = __ldcg(chain + i * 256 + ctid);
+            v.x = r.x + v.x, v.y = r.y + v.y, v.z = r.z + v.z, v.w = r.w + v.w;
+          }
+          __stcg(chain + i * 256 + ctid, v);
+          acc[4 * i] = 0.0f, acc[4 * i + 1] = 0.0f, acc[4 * i + 2] = 0.0f, acc[4 * i + 3] = 0.0f;
+        }
+        fence_acc(acc);
+      };
       int kb = tile.kb0;
       if constexpr (kRolledSlices) {
 #pragma unroll 1
-        for (; kb < tile.kb1; ++kb) k_block(kb, kDirect + kb - tile.kb0, kb - tile.kb0 < kPeeled);
+        for (; kb < tile.kb1; ++kb) {
+          k_block(kb, kDirect + kb - tile.kb0, kb - tile.kb0 < kPeeled);
+          if constexpr (kChained) end_segment(kb);
+        }
       } else {
 #pragma unroll
         for (int s = 0; s < kPeeled; ++s)
           if (kb < tile.kb1) k_block(kb++, kDirect + s, true);
 #pragma unroll 1
-        for (; kb < tile.kb1; ++kb) k_block(kb, 0, false);
+        for (; kb < tile.kb1; ++kb) {
+          k_block(kb, 0, false);
+          if constexpr (kChained) end_segment(kb);
+        }
       }
       wgmma_wait<0>();
       fence_acc(acc);
       if (held >= 0 && lane == 0) release(held);
+      if constexpr (kChained) {
+        if (chained && tile.kb1 - tile.kb0 > args.chain_rows / 64) {  // the chain's sum, then the last segment's
+          const float4* const chain = chain_tile();
+#pragma unroll
+          for (int i = 0; i < kBN / 8; ++i) {
+            const float4 r = __ldcg(chain + i * 256 + ctid);
+            acc[4 * i] = r.x + acc[4 * i], acc[4 * i + 1] = r.y + acc[4 * i + 1];
+            acc[4 * i + 2] = r.z + acc[4 * i + 2], acc[4 * i + 3] = r.w + acc[4 * i + 3];
+          }
+        }
+      }
       return kDirect + (kb - tile.kb0 < kPeeled ? kb - tile.kb0 : kPeeled);
     };
 

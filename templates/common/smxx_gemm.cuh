@@ -39,6 +39,12 @@
 // order, mma k-steps in order), whatever the grid: no split-K, no atomics. kAccumulate adds the
 // finished fp32 accumulator to the old value with one fp32 add, rounded once to OutT.
 //
+// FP32 wgrad (a reduction over all of a group's rows) adds each mma's 16 rows into the
+// accumulators with a round-to-nearest FP32 add instead of the mma's own accumulation, whose
+// error grows with the length of the sum (gemm_contract.h kChainRows: 1.5e-4 relative at
+// 131072 rows, over the FP32 budget). fwd, dgrad (K or N at most a few thousand) and BF16
+// outputs keep the mma's accumulation.
+//
 // Contract (the host checks it): K % 8 == 0, N % 8 == 0, a, b, out 16-byte aligned, M, N, K,
 // E >= 1, offs non-decreasing with offs[E-1] <= M (out-of-range offsets are clamped, never
 // followed). Block: kWarpsM * kWarpsN * 32 threads; dynamic shared memory:
@@ -389,7 +395,16 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
 #pragma unroll
         for (int i = 0; i < kMI; ++i)
 #pragma unroll
-          for (int j = 0; j < kNI; ++j) mma_bf16(acc[i][j], af[i], bfr[j][0], bfr[j][1]);
+          for (int j = 0; j < kNI; ++j) {
+            if constexpr (kOp == kOpWgrad && sizeof(OutT) == 4) {
+              float d[4] = {0.f, 0.f, 0.f, 0.f};
+              mma_bf16(d, af[i], bfr[j][0], bfr[j][1]);
+#pragma unroll
+              for (int c = 0; c < 4; ++c) acc[i][j][c] = __fadd_rn(acc[i][j][c], d[c]);
+            } else {
+              mma_bf16(acc[i][j], af[i], bfr[j][0], bfr[j][1]);
+            }
+          }
       }
       rs = rs == kStages - 1 ? 0 : rs + 1;
     }

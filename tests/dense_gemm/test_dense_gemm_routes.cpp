@@ -66,14 +66,18 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
     EXPECT_EQ(r.plan->stages[0].build->arch.str(), "sm_80");
   }
   // wgrad's tile: 64 columns for N <= 64 over T <= 16384, 128 for N <= 128 (more tiles of a
-  // skinny dw), 256 above. The sm90 wgrad programs carry the tail split's counters and workspace.
+  // skinny dw), 256 above. The sm90 wgrad programs carry the tail split's counters and workspace,
+  // and FP32 ones a chain tile per SM besides (gemm_contract.h kChainRows).
   for (const auto& [n, t, bn] : {std::tuple{8, 1, 64}, {32, 16384, 64}, {64, 1024, 64}, {64, 16385, 128},
                                  {72, 1024, 128}, {128, 16173, 128}, {136, 1024, 256}, {1024, 16173, 256}}) {
     auto r = plan(problem("wgrad", n, "f32", false, t), hopper_);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.plan->route, "wgrad_f32_sm90_128x" + std::to_string(bn)) << n << " " << t;
     EXPECT_EQ(r.plan->stages[0].program->params->at("counters"), gemm::kCounterInts);
-    EXPECT_EQ(r.plan->stages[0].program->params->at("workspace_per_sm"), 128 * bn * 4);
+    EXPECT_EQ(r.plan->stages[0].program->params->at("workspace_per_sm"), 2 * 128 * bn * 4);
+    auto b = plan(problem("wgrad", n, "bf16", false, t), hopper_);
+    ASSERT_TRUE(b.ok()) << b.error;
+    EXPECT_EQ(b.plan->stages[0].program->params->at("workspace_per_sm"), 128 * bn * 4);
   }
 }
 
@@ -192,13 +196,19 @@ TEST_F(DenseGemmRoutes, NonDeterministicOnlyWhenAskedAndInItsWindow) {
 }
 
 // The split's parts (gemm_contract.h reduce_parts): one wave of tiles, parts of at least
-// kMinReducePartRows rows; `cakec plan` says so.
+// kMinReducePartRows rows and at most kChainRows; `cakec plan` says so.
 TEST_F(DenseGemmRoutes, ReduceSplitFillsOneWave) {
   EXPECT_EQ(gemm::reduce_parts(132, 16, 16173), 8);   // N 64, K 4096: 16 tiles
   EXPECT_EQ(gemm::reduce_parts(132, 16, 4097), 4);    // parts of at least 1024 rows
-  EXPECT_EQ(gemm::reduce_parts(132, 64, 131072), 2);  // N 256, K 8192
-  EXPECT_EQ(gemm::reduce_parts(132, 200, 131072), 1);
+  EXPECT_EQ(gemm::reduce_parts(132, 64, 32768), 2);   // N 256, K 8192
+  EXPECT_EQ(gemm::reduce_parts(132, 64, 131072), 8);  // parts of kChainRows at most
+  EXPECT_EQ(gemm::reduce_parts(132, 64, 131073), 9);
+  EXPECT_EQ(gemm::reduce_parts(132, 200, 16384), 1);
+  EXPECT_EQ(gemm::reduce_parts(132, 200, 16385), 2);
   EXPECT_EQ(gemm::reduce_parts(132, 16, 1000), 1);
+  EXPECT_EQ(gemm::reduce_parts(132, 16, 0), 1);
+  for (int rows : {1, 4097, 16384, 16385, 131072, 1000001, 2000000000})
+    EXPECT_LE(gemm::uniform_group_rows(rows, gemm::reduce_parts(132, 64, rows)), gemm::kChainRows) << rows;
   EXPECT_EQ(gemm::reduce_parts(132, 32, 16173), 4);   // N 256, K 4096: 32 tiles
   EXPECT_EQ(gemm::uniform_group_rows(16173, 4), 4044);
   Problem p = problem("wgrad", 256, "f32", true);

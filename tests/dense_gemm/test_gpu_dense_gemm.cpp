@@ -249,6 +249,69 @@ INSTANTIATE_TEST_SUITE_P(Cases, DenseGemm, ::testing::Combine(::testing::ValuesI
 
 using DenseGemmGpu = test::RuntimeTest<>;
 
+// FP32 wgrad over long sums (gemm_contract.h kChainRows). T = 262144 rows, N 32, K 256: on
+// the sm90 route two 128 x 128 tiles, whose tail split runs each as four parts of 65536 rows,
+// four segments each; the portable program sums all T in one thread's accumulators (its
+// per-mma adds). Without the segments both missed the FP32 budget (relative Frobenius error
+// about 7e-5 and 3e-4). dw, and dw accumulated into f32 (fused and composed: the same bits,
+// out0 + dW), on both routes; each twice, the same bits.
+TEST_F(DenseGemmGpu, LongWgradSumsWithinFp32Budget) {
+  const int64_t T = 262144, N = 32, K = 256;
+  auto xb = test::to_bf16(test::random_floats(size_t(T * K), 21));
+  auto gb = test::to_bf16(test::random_floats(size_t(T * N), 22));
+  const auto x = widen(xb), g = widen(gb);
+  Dev X(DType::bf16, {T, K}), G(DType::bf16, {T, N});
+  X.upload(xb), G.upload(gb);
+  std::vector<double> dwref(size_t(N * K), 0.0);
+  parallel_for(N, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j)
+      for (int64_t r = 0; r < T; ++r) {
+        const double gv = g[size_t(r * N + j)];
+        for (int64_t kk = 0; kk < K; ++kk) dwref[size_t(j * K + kk)] += gv * x[size_t(r * K + kk)];
+      }
+  });
+  auto out0 = test::random_floats(size_t(N * K), 23, 4.0f);
+  const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
+  for (const bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "portable" : "planned");
+    auto options = [&](const char* what) {
+      ops::OpOptions o;
+      if (forced) o.candidate = portable(what);
+      return o;
+    };
+    Dev DW(DType::f32, {N, K});
+    auto l = ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, false, options("wgrad_f32"));
+    if (hopper && !forced) EXPECT_EQ(l.plan()->route, "wgrad_f32_sm90_128x128") << l.describe();
+    std::vector<uint32_t> bits;
+    for (int run = 0; run < 2; ++run) {
+      DW.poison();
+      l.launch(nullptr);
+      auto b = DW.download<uint32_t>();
+      if (run == 0) bits = b;
+      else EXPECT_EQ(b, bits) << "bits differ between runs";
+    }
+    std::vector<float> dw(bits.size());
+    std::memcpy(dw.data(), bits.data(), bits.size() * 4);
+    test::expect_f32_close(dw, dwref, "dw (f32)");
+    for (const char* what : {"wgrad_acc_f32", "wgrad_acc_f32_composed"}) {
+      SCOPED_TRACE(what);
+      Dev D(DType::f32, {N, K});
+      ops::OpOptions o = options(what);
+      if (!forced && std::string(what) == "wgrad_acc_f32_composed")
+        o.candidate = hopper ? "wgrad_acc_f32_composed_sm90_128x128" : "wgrad_acc_f32_composed_portable";
+      auto acc = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, o);
+      D.upload(out0);
+      acc.launch(nullptr);
+      auto got = D.download<float>();
+      size_t bad = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (f32_bits(got[i]) != f32_bits(out0[i] + dw[i]) && bad++ < 3)
+          ADD_FAILURE() << "at " << i << ": " << got[i] << ", want " << out0[i] + dw[i];
+      EXPECT_EQ(bad, 0u) << acc.describe();
+    }
+  }
+}
+
 // Prepared launches replay in a captured graph with a direct launch's bits: fwd, the fused
 // f32 accumulate and the composed bf16 one (two stages).
 TEST_F(DenseGemmGpu, ReplaysInACapturedGraph) {

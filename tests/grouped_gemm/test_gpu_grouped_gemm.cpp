@@ -402,10 +402,12 @@ std::string written_slots(const Launch& l) {
 // The tail split's bits: `prepare(max_sms)` prepared with every SM and with 3 (the split is
 // planned for the device's SMs, not the grid's), each run twice and replayed once in a
 // graph with `out` and the workspace poisoned first, all bitwise equal to the first run.
-// Checks the launch owns an FP32 128 x 256 tile of workspace per SM and that every run split
-// `split_tiles` tiles: wrote workspace slots 0 .. split_tiles - 1 whole and no other (-1: not
-// checked). Returns the first run's bytes.
-std::vector<uint8_t> expect_split_bits_stable(Dev& out, int split_tiles, const std::function<Launch(int)>& prepare) {
+// Checks the launch owns `tiles_per_sm` FP32 128 x 256 tiles of workspace per SM (FP32 wgrad:
+// 2, the split slots and the chain tiles after them) and that every run split `split_tiles`
+// tiles: wrote workspace slots 0 .. split_tiles - 1 whole and no other (-1: not checked; no
+// tile here is long enough to use a chain tile). Returns the first run's bytes.
+std::vector<uint8_t> expect_split_bits_stable(Dev& out, int split_tiles, const std::function<Launch(int)>& prepare,
+                                              size_t tiles_per_sm = 1) {
   const size_t sms = size_t(Driver::instance().device(0).sm_count);
   std::vector<uint8_t> first;
   for (int max_sms : {0, 3}) {
@@ -413,7 +415,7 @@ std::vector<uint8_t> expect_split_bits_stable(Dev& out, int split_tiles, const s
     Launch l = prepare(max_sms);
     EXPECT_NE(l.plan(), nullptr);
     if (l.plan()) EXPECT_NE(l.plan()->route.find("sm90"), std::string::npos) << l.describe();
-    EXPECT_EQ(l.workspace_bytes(), sms * 128 * 256 * 4) << l.describe();
+    EXPECT_EQ(l.workspace_bytes(), tiles_per_sm * sms * 128 * 256 * 4) << l.describe();
     EXPECT_NE(l.describe().find("bytes of workspace"), std::string::npos) << l.describe();
     if (l.workspace_bytes() == 0) return first;
     auto expect_slots = [&](const std::string& run) {
@@ -598,11 +600,14 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
     for (Dev* d : {&DB, &DF}) {
       const bool f32 = d == &DF;
       SCOPED_TRACE(f32 ? "f32" : "bf16");
-      const auto first = expect_split_bits_stable(*d, split_tiles, [&](int max_sms) {
-        ops::OpOptions o;
-        o.max_sms = max_sms;
-        return ops::prepare_grouped_gemm_wgrad(*rt_, d->dl, G.dl, X.dl, O.dl, false, o);
-      });
+      const auto first = expect_split_bits_stable(
+          *d, split_tiles,
+          [&](int max_sms) {
+            ops::OpOptions o;
+            o.max_sms = max_sms;
+            return ops::prepare_grouped_gemm_wgrad(*rt_, d->dl, G.dl, X.dl, O.dl, false, o);
+          },
+          f32 ? 2 : 1);
       if (::testing::Test::HasFailure()) return;
       if (f32) {
         test::expect_f32_close(d->download<float>(), ref, "dw (f32)");
