@@ -683,6 +683,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
     constexpr bool kRolledSlices =
         kOverlapEpilogue && (sizeof(OutT) == 2 || kDirect > 0) && (kOp == kOpWgrad || kCompact);
     constexpr int kPeeled = kOverlapEpilogue ? kHeldSlices : 0;
+    static_assert(!kChained || kChainRows / 64 > kPeeled, "a chain's segment outlasts the peeled k blocks");
 
     // fwd, dgrad: whether this warpgroup's 64 rows of the tile all lie past its group's end.
     auto half_past_end = [&](const Tile& tile) {
@@ -878,10 +879,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
         held = stage;
         advance();
       };
-      // k blocks of the chain's segment left (kChained; none: it never reaches 0). At its end,
-      // unless the tile ends there too, the running sum in the chain tile gains the
-      // accumulators, which restart from zero. Segments are longer than the peeled blocks, so
-      // no held slice is pending then.
+      // k blocks of the chain's segment left (kChained; none: it never reaches 0), counted from
+      // the tile's first. At its end, unless the tile ends there too, the running sum in the
+      // chain tile gains the accumulators, which restart from zero. Segments are longer than
+      // the peeled blocks, so no held slice is pending then.
       const bool chained = kChained && args.split_ws != nullptr && args.chain_rows > 0;
       int seg_left = chained ? args.chain_rows / 64 : 0;
       auto end_segment = [&](int kb) {
@@ -915,6 +916,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
 #pragma unroll
         for (int s = 0; s < kPeeled; ++s)
           if (kb < tile.kb1) k_block(kb++, kDirect + s, true);
+        seg_left -= kb - tile.kb0;  // the peeled blocks are the segment's first
 #pragma unroll 1
         for (; kb < tile.kb1; ++kb) {
           k_block(kb, 0, false);
