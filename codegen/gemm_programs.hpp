@@ -66,8 +66,10 @@ inline std::string kind_tag(const GemmOp& op, const std::string& out, bool acc) 
 
 // `prefix`: the family's program prefix. `compact`: the template's kCompact, the same bits from
 // a kernel that compiles faster and runs slower; it is the program's stand-in.
+// `chain` (FP32 wgrad only): the program sums long groups in segments through a chain tile of
+// workspace per SM (gemm_contract.h kChainRows); off where every group is short by design.
 inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, const Sm90Tile& t,
-                                const std::string& out, bool acc, bool compact = false) {
+                                const std::string& out, bool acc, bool compact = false, bool chain = true) {
   ProgramSpec p;
   p.name = prefix + "_sm90_" + op.name + kind_tag(op, out, acc) + "_" + t.tag() +
            (t.b_parts > 1 ? "_x" + std::to_string(t.b_parts) : "") + "_s" + std::to_string(t.stages) + "_r" +
@@ -90,10 +92,12 @@ inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, con
   // walk round-robin and need none. The last wave's tiles split along the reduction
   // (deterministic stream-K; wgrad, and fwd / dgrad launches of few waves; docs/decisions.md,
   // tail split): the flags after the counters and an FP32 tile of workspace per SM; FP32
-  // wgrad a second one, the CTA's chain tile (gemm_contract.h kChainRows).
+  // wgrad with `chain` a second one, the CTA's chain tile (gemm_contract.h kChainRows).
   if (t.cluster == 1) {
+    const bool chained = chain && op.index == gemm::kOpWgrad && out == "f32";
     p.params["counters"] = gemm::kCounterInts;
-    p.params["workspace_per_sm"] = gemm::sm90_workspace_per_sm(t.bm, t.bn, op.index == gemm::kOpWgrad && out == "f32");
+    p.params["workspace_per_sm"] = gemm::sm90_workspace_per_sm(t.bm, t.bn, chained);
+    if (chained) p.params["chain"] = true;
   }
   return p;
 }
@@ -101,9 +105,9 @@ inline ProgramSpec sm90_program(const std::string& prefix, const GemmOp& op, con
 // An sm90 program and, listed before it, its compact stand-in, which serves a first call while
 // the program compiles (same bits; docs/decisions.md, stand-ins).
 inline void add_sm90_with_stand_in(std::vector<ProgramSpec>& programs, const std::string& prefix, const GemmOp& op,
-                                   const Sm90Tile& t, const std::string& out, bool acc) {
-  ProgramSpec full = sm90_program(prefix, op, t, out, acc);
-  programs.push_back(sm90_program(prefix, op, t, out, acc, true));
+                                   const Sm90Tile& t, const std::string& out, bool acc, bool chain = true) {
+  ProgramSpec full = sm90_program(prefix, op, t, out, acc, false, chain);
+  programs.push_back(sm90_program(prefix, op, t, out, acc, true, chain));
   full.stand_in = programs.back().name;
   programs.push_back(std::move(full));
 }

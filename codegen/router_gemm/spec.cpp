@@ -99,7 +99,9 @@ FamilySpec family_spec_router_gemm() {
   f.programs.push_back(portable_program("router", kFwd, portable, "f32", true));
   add_sm90_with_stand_in(f.programs, "router", kDgrad, sm90, "bf16", false);
   f.programs.push_back(sm90_program("router", kDgrad, kDgradF32, "f32", false));
-  add_sm90_with_stand_in(f.programs, "router", kWgrad, sm90, "f32", false);
+  // wgrad's groups are T's chunks of at most kWgradChunk rows: no chain tile.
+  static_assert(router::kWgradChunk <= gemm::kChainRows, "the router's wgrad groups are one run each");
+  add_sm90_with_stand_in(f.programs, "router", kWgrad, sm90, "f32", false, /*chain=*/false);
   f.programs.push_back(portable_program("router", kDgrad, portable, "bf16", false));
   f.programs.push_back(portable_program("router", kDgrad, portable, "f32", false));
   f.programs.push_back(portable_program("router", kWgrad, portable, "f32", false));

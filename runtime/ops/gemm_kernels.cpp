@@ -265,19 +265,22 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       const auto counters = args.find("counters");
       k.sched = reinterpret_cast<int*>(counters == args.end() ? uintptr_t(0) : counters->second);
       k.groups = groups, k.m = int(M), k.n = int(N), k.k = int(K);
-      // The tail split: its workspace, planned for the device's SMs; FP32 wgrad's chain tiles
-      // after it (gemm_contract.h kChainRows).
+      // The tail split: its workspace, planned for the device's SMs; with "chain" (FP32
+      // wgrad) the chain tiles after it (gemm_contract.h kChainRows).
       const auto w = args.find("workspace");
-      const bool fp32_wgrad = op == gemm::kOpWgrad && ot == DType::f32;
-      const int64_t ws_per_sm = gemm::sm90_workspace_per_sm(int(bm), int(bn), fp32_wgrad);
+      const bool chain = s.program->params->value("chain", false);
+      if (chain && (op != gemm::kOpWgrad || ot != DType::f32))
+        throw Error("program " + s.program->name + ": \"chain\" is for FP32 wgrad programs");
+      const int64_t ws_per_sm = gemm::sm90_workspace_per_sm(int(bm), int(bn), chain);
       if (w != args.end() &&
           (int_param_or_zero(s, "counters") < gemm::kCounterInts || int_param_or_zero(s, "workspace_per_sm") < ws_per_sm))
         throw Error("program " + s.program->name + ": workspace_per_sm needs \"counters\": " +
                     std::to_string(gemm::kCounterInts) + " and " + std::to_string(ws_per_sm) + " bytes (" +
-                    (fp32_wgrad ? "two tile_m x tile_n FP32 tiles" : "a tile_m x tile_n FP32 tile") + ") per SM");
+                    (chain ? "two tile_m x tile_n FP32 tiles, with \"chain\"" : "a tile_m x tile_n FP32 tile") +
+                    ") per SM");
       k.split_ws = reinterpret_cast<float*>(w == args.end() ? uintptr_t(0) : w->second);
       k.split_ctas = device_sms;
-      k.chain_rows = fp32_wgrad && k.split_ws != nullptr ? gemm::kChainRows : 0;
+      k.chain_rows = chain && k.split_ws != nullptr ? gemm::kChainRows : 0;
       ls.args.add(k);
       // Persistent: one CTA per SM walks every tile; a whole number of clusters.
       ls.grid[0] = unsigned(std::max<int>(int(cluster), sm_count / int(cluster) * int(cluster)));

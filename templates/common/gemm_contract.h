@@ -19,15 +19,18 @@ CAKE_HOST_DEVICE constexpr int uniform_group_rows(int m, int groups) { return (m
 // The non-deterministic wgrad split (sm90 kReduceGroups: every group's tiles reduce-add into
 // the output of group 0, in the order they finish): T's rows as `parts` null-offs groups, as
 // many as fill the SMs with one wave of tiles, each of at least kMinReducePartRows rows (an
-// FP32 tile's reduce-add into L2 against its share of the loads).
+// FP32 tile's reduce-add into L2 against its share of the loads), and more where that leaves
+// parts over kChainRows rows (below).
 constexpr int kMinReducePartRows = 1024;
 
 // FP32 wgrad sums a tile over at most kChainRows rows in one run of the tensor cores' FP32
 // accumulation, whose error grows with the length of the run (about 1.2e-9 a row relative on
 // random data, H200: 1.5e-4 at 131072 rows against the FP32 budget of 5e-5). A longer run is
 // cut into segments whose sums are added in order with round-to-nearest FP32 adds: the sm90
-// kernel through its CTA's chain tile of workspace (Sm90Args::chain_rows), the portable one
-// every mma. The reduce split's parts (below) are at most this long.
+// kernel through its CTA's chain tile of workspace (programs with "chain";
+// Sm90Args::chain_rows), the portable one every mma. The reduce split's parts (below) are at
+// most this long; routes whose groups are short by construction (the router's chunks) take
+// programs without the chain tile.
 constexpr int kChainRows = 16384;
 
 CAKE_HOST_DEVICE constexpr int reduce_parts(int ctas, int tiles, int rows) {
@@ -58,8 +61,8 @@ CAKE_HOST_DEVICE constexpr int sm90_smem_bytes(int bm, int bn, int stages, int b
 // The int32 counters an sm90 launch with the dynamic schedule owns (zero at launch, zero
 // again when it ends): tiles handed out and CTAs done, then one flag per slot of the tail
 // split, which sums the parts of a split tile through one FP32 tile of workspace per slot.
-// FP32 wgrad programs have a second FP32 tile per SM after those: a CTA's chain tile, the
-// running sum of its tile's segments (kChainRows).
+// FP32 wgrad programs with "chain" have a second FP32 tile per SM after those: a CTA's chain
+// tile, the running sum of its tile's segments (kChainRows).
 constexpr int kScheduleCounters = 2, kMaxSplitSlots = 1022;
 constexpr int kCounterInts = kScheduleCounters + kMaxSplitSlots;
 constexpr int kMaxSplitParts = 4;
@@ -99,9 +102,9 @@ CAKE_HOST_DEVICE constexpr int min_split_part_rows(int bm, int bn) {
 }
 
 // Workspace bytes per SM of an sm90 program with the dynamic schedule: a split slot's FP32
-// tile, and for FP32 wgrad a chain tile besides.
-CAKE_HOST_DEVICE constexpr int sm90_workspace_per_sm(int bm, int bn, bool fp32_wgrad) {
-  return (fp32_wgrad ? 2 : 1) * bm * bn * 4;
+// tile, and with `chain` (an FP32 wgrad program whose groups may be long) a chain tile besides.
+CAKE_HOST_DEVICE constexpr int sm90_workspace_per_sm(int bm, int bn, bool chain) {
+  return (chain ? 2 : 1) * bm * bn * 4;
 }
 
 // wgrad walks its groups largest first when it has at most this many (the order table's room

@@ -15,9 +15,10 @@
 // plan_split for wgrad, plan_split_rows for fwd and dgrad launches of few waves:
 // deterministic stream-K, a fixed summation order). FP32 wgrad with `chain_rows` sums a
 // tile (a part) in segments of that many rows: after each segment but the last a consumer
-// thread adds its accumulators into its CTA's chain tile of workspace (the first one stores)
-// and zeroes them; the last segment's accumulators add the chain tile's sum before the
-// epilogue. Each thread reads back only what it wrote, so no barrier is needed.
+// thread adds its accumulators into its CTA's chain tile of workspace (the first one stores,
+// later ones reduce-add in L2, flushing subnormal sums to zero) and zeroes them; the last
+// segment's accumulators add the chain tile's sum before the epilogue. Each thread reads
+// back only what it wrote, so no barrier is needed.
 //
 // Tile order: each CTA's first tile is its own index; after that, with `sched` (two ints in
 // global memory, zero at launch; clusters of 1) the producer takes the next tile index from
@@ -893,14 +894,17 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
         wgmma_wait<0>();
         fence_acc(acc);
         float4* const chain = chain_tile();
+        // The first segment stores; later ones add in L2 (red: no round trip, so the tensor
+        // cores wait only for the issue; a thread's own later load sees its adds).
 #pragma unroll
         for (int i = 0; i < kBN / 8; ++i) {
-          float4 v = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
-          if (!first) {
-            const float4 r = __ldcg(chain + i * 256 + ctid);
-            v.x = r.x + v.x, v.y = r.y + v.y, v.z = r.z + v.z, v.w = r.w + v.w;
-          }
-          __stcg(chain + i * 256 + ctid, v);
+          float4* const p = chain + i * 256 + ctid;
+          if (first)
+            __stcg(p, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+          else
+            asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(acc[4 * i]),
+                         "f"(acc[4 * i + 1]), "f"(acc[4 * i + 2]), "f"(acc[4 * i + 3])
+                         : "memory");
           acc[4 * i] = 0.0f, acc[4 * i + 1] = 0.0f, acc[4 * i + 2] = 0.0f, acc[4 * i + 3] = 0.0f;
         }
         fence_acc(acc);

@@ -75,6 +75,7 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
     EXPECT_EQ(r.plan->route, "wgrad_f32_sm90_128x" + std::to_string(bn)) << n << " " << t;
     EXPECT_EQ(r.plan->stages[0].program->params->at("counters"), gemm::kCounterInts);
     EXPECT_EQ(r.plan->stages[0].program->params->at("workspace_per_sm"), 2 * 128 * bn * 4);
+    EXPECT_TRUE(r.plan->stages[0].program->params->value("chain", false));
     auto b = plan(problem("wgrad", n, "bf16", false, t), hopper_);
     ASSERT_TRUE(b.ok()) << b.error;
     EXPECT_EQ(b.plan->stages[0].program->params->at("workspace_per_sm"), 128 * bn * 4);

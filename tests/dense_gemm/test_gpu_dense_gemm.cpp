@@ -249,69 +249,84 @@ INSTANTIATE_TEST_SUITE_P(Cases, DenseGemm, ::testing::Combine(::testing::ValuesI
 
 using DenseGemmGpu = test::RuntimeTest<>;
 
-// FP32 wgrad over long sums (gemm_contract.h kChainRows). T = 262144 rows, N 32, K 256: on
-// the sm90 route two 128 x 128 tiles, whose tail split runs each as four parts of 65536 rows,
-// four segments each; the portable program sums all T in one thread's accumulators (its
-// per-mma adds). Without the segments both missed the FP32 budget (relative Frobenius error
-// about 7e-5 and 3e-4). dw, and dw accumulated into f32 (fused and composed: the same bits,
-// out0 + dW), on both routes; each twice, the same bits.
+// FP32 wgrad over long sums (gemm_contract.h kChainRows), N 32, K 256. At T = 262144 the
+// sm90 route's two 128 x 128 tiles run as four tail-split parts of 65536 rows, four segments
+// each (the unrolled k loop); the 128 x 256 program (forced: one tile, the rolled k loop) the
+// same; the portable program sums all T in one thread's accumulators (its per-mma adds). A
+// one-run sum misses the FP32 budget there (relative Frobenius error about 7.5e-5 for the
+// parts, 3e-4 for the portable, extrapolated from 1.5e-4 at 131072 rows in one run).
+// T = 200003: parts of 781-782 k blocks, the last block partial. dw, and dw accumulated into
+// f32 (fused and composed: out0 + dW, the same bits), each twice and on 3 SMs: the same bits.
 TEST_F(DenseGemmGpu, LongWgradSumsWithinFp32Budget) {
-  const int64_t T = 262144, N = 32, K = 256;
-  auto xb = test::to_bf16(test::random_floats(size_t(T * K), 21));
-  auto gb = test::to_bf16(test::random_floats(size_t(T * N), 22));
-  const auto x = widen(xb), g = widen(gb);
-  Dev X(DType::bf16, {T, K}), G(DType::bf16, {T, N});
-  X.upload(xb), G.upload(gb);
-  std::vector<double> dwref(size_t(N * K), 0.0);
-  parallel_for(N, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j)
-      for (int64_t r = 0; r < T; ++r) {
-        const double gv = g[size_t(r * N + j)];
-        for (int64_t kk = 0; kk < K; ++kk) dwref[size_t(j * K + kk)] += gv * x[size_t(r * K + kk)];
-      }
-  });
-  auto out0 = test::random_floats(size_t(N * K), 23, 4.0f);
+  const int64_t N = 32, K = 256;
   const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
-  for (const bool forced : {false, true}) {
-    SCOPED_TRACE(forced ? "portable" : "planned");
-    auto options = [&](const char* what) {
-      ops::OpOptions o;
-      if (forced) o.candidate = portable(what);
-      return o;
-    };
-    Dev DW(DType::f32, {N, K});
-    auto l = ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, false, options("wgrad_f32"));
-    if (hopper && !forced) EXPECT_EQ(l.plan()->route, "wgrad_f32_sm90_128x128") << l.describe();
-    std::vector<uint32_t> bits;
-    for (int run = 0; run < 2; ++run) {
-      DW.poison();
-      l.launch(nullptr);
-      auto b = DW.download<uint32_t>();
-      if (run == 0) bits = b;
-      else EXPECT_EQ(b, bits) << "bits differ between runs";
-    }
-    std::vector<float> dw(bits.size());
-    std::memcpy(dw.data(), bits.data(), bits.size() * 4);
-    test::expect_f32_close(dw, dwref, "dw (f32)");
-    double num = 0, den = 0;
-    for (size_t i = 0; i < dw.size(); ++i) num += (dw[i] - dwref[i]) * (dw[i] - dwref[i]), den += dwref[i] * dwref[i];
-    std::printf("%s: dw relative Frobenius error %.3g (budget 5e-5)\n", forced ? "portable" : "planned",
-                std::sqrt(num / den));
-    for (const char* what : {"wgrad_acc_f32", "wgrad_acc_f32_composed"}) {
-      SCOPED_TRACE(what);
-      Dev D(DType::f32, {N, K});
-      ops::OpOptions o = options(what);
-      if (!forced && std::string(what) == "wgrad_acc_f32_composed")
-        o.candidate = hopper ? "wgrad_acc_f32_composed_sm90_128x128" : "wgrad_acc_f32_composed_portable";
-      auto acc = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, o);
-      D.upload(out0);
-      acc.launch(nullptr);
-      auto got = D.download<float>();
-      size_t bad = 0;
-      for (size_t i = 0; i < got.size(); ++i)
-        if (f32_bits(got[i]) != f32_bits(out0[i] + dw[i]) && bad++ < 3)
-          ADD_FAILURE() << "at " << i << ": " << got[i] << ", want " << out0[i] + dw[i];
-      EXPECT_EQ(bad, 0u) << acc.describe();
+  struct Route {
+    const char* name;
+    std::string wgrad, fused, composed;  // candidates ("": the planner's)
+  };
+  std::vector<Route> routes{{"planned", "", "", hopper ? "wgrad_acc_f32_composed_sm90_128x128" : ""},
+                            {"portable", portable("wgrad_f32"), portable("wgrad_acc_f32"),
+                             portable("wgrad_acc_f32_composed")}};
+  if (hopper)
+    routes.push_back({"sm90 128 x 256", "wgrad_f32_sm90_128x256", "wgrad_acc_f32_fused_sm90_128x256",
+                      "wgrad_acc_f32_composed_sm90_128x256"});
+  for (const int64_t T : {int64_t(262144), int64_t(200003)}) {
+    auto xb = test::to_bf16(test::random_floats(size_t(T * K), uint64_t(21 + T)));
+    auto gb = test::to_bf16(test::random_floats(size_t(T * N), uint64_t(22 + T)));
+    const auto x = widen(xb), g = widen(gb);
+    Dev X(DType::bf16, {T, K}), G(DType::bf16, {T, N});
+    X.upload(xb), G.upload(gb);
+    std::vector<double> dwref(size_t(N * K), 0.0);
+    parallel_for(N, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j)
+        for (int64_t r = 0; r < T; ++r) {
+          const double gv = g[size_t(r * N + j)];
+          for (int64_t kk = 0; kk < K; ++kk) dwref[size_t(j * K + kk)] += gv * x[size_t(r * K + kk)];
+        }
+    });
+    auto out0 = test::random_floats(size_t(N * K), 23, 4.0f);
+    for (const Route& route : routes) {
+      SCOPED_TRACE(std::string(route.name) + ", T " + std::to_string(T));
+      auto options = [&](const std::string& candidate, int max_sms) {
+        ops::OpOptions o;
+        o.candidate = candidate;
+        o.max_sms = max_sms;
+        return o;
+      };
+      Dev DW(DType::f32, {N, K});
+      std::vector<uint32_t> bits;
+      for (const int max_sms : {0, 0, 3}) {
+        auto l = ops::prepare_dense_gemm_wgrad(*rt_, DW.dl, G.dl, X.dl, false, options(route.wgrad, max_sms));
+        if (hopper && route.wgrad.empty()) EXPECT_EQ(l.plan()->route, "wgrad_f32_sm90_128x128") << l.describe();
+        DW.poison();
+        l.launch(nullptr);
+        auto b = DW.download<uint32_t>();
+        if (bits.empty()) bits = b;
+        else EXPECT_EQ(b, bits) << "bits differ (max_sms " << max_sms << ")";
+      }
+      std::vector<float> dw(bits.size());
+      std::memcpy(dw.data(), bits.data(), bits.size() * 4);
+      test::expect_f32_close(dw, dwref, "dw (f32)");
+      double num = 0, den = 0;
+      for (size_t i = 0; i < dw.size(); ++i) num += (dw[i] - dwref[i]) * (dw[i] - dwref[i]), den += dwref[i] * dwref[i];
+      std::printf("%s, T %lld: dw relative Frobenius error %.3g (budget 5e-5)\n", route.name, (long long)T,
+                  std::sqrt(num / den));
+      for (const std::string& candidate : {route.fused, route.composed}) {
+        for (const int max_sms : {0, 3}) {
+          SCOPED_TRACE("accumulate, " + (candidate.empty() ? std::string("planned") : candidate) + ", max_sms " +
+                       std::to_string(max_sms));
+          Dev D(DType::f32, {N, K});
+          auto acc = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, options(candidate, max_sms));
+          D.upload(out0);
+          acc.launch(nullptr);
+          auto got = D.download<float>();
+          size_t bad = 0;
+          for (size_t i = 0; i < got.size(); ++i)
+            if (f32_bits(got[i]) != f32_bits(out0[i] + dw[i]) && bad++ < 3)
+              ADD_FAILURE() << "at " << i << ": " << got[i] << ", want " << out0[i] + dw[i];
+          EXPECT_EQ(bad, 0u) << acc.describe();
+        }
+      }
     }
   }
 }

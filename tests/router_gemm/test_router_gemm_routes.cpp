@@ -141,6 +141,10 @@ TEST_F(RouterGemmRoutes, WgradSumsThePartsAndAccumulatesOnlyWhenAsked) {
     EXPECT_EQ(r.plan->scratch_bytes, a + b + 4 * kE * 4);
     EXPECT_EQ(r.plan->stages[0].bind.at("offs"), "scratch.2");
     EXPECT_EQ(r.plan->stages[1].bind.at("offs"), "scratch.2");
+    // Its GEMM's groups are one run each (gemm_contract.h kChainRows): no chain tile.
+    const auto& gemm_params = *r.plan->stages[1].program->params;
+    EXPECT_FALSE(gemm_params.value("chain", false)) << r.plan->stages[1].program->name;
+    EXPECT_EQ(gemm_params.at("workspace_per_sm"), 128 * 256 * 4);
     r = plan(problem("wgrad", "bf16", "f32", acc), ampere_);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.plan->route, acc ? "wgrad_acc_portable_128x128" : "wgrad_portable_128x128");
