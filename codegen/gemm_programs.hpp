@@ -127,8 +127,9 @@ inline ProgramSpec sm90_reduce_program(const std::string& prefix, const Sm90Tile
   return p;
 }
 
+// `chain` as for sm90_program: FP32 wgrad programs get chain tiles of workspace for long groups.
 inline ProgramSpec portable_program(const std::string& prefix, const GemmOp& op, const PortableTile& t,
-                                    const std::string& out, bool acc) {
+                                    const std::string& out, bool acc, bool chain = true) {
   ProgramSpec p;
   p.name = prefix + "_portable_" + op.name + kind_tag(op, out, acc) + "_" + t.tag() + "x" + std::to_string(t.bk) +
            "_s" + std::to_string(t.stages) + "_w" + std::to_string(t.warps_m) + "x" + std::to_string(t.warps_n);
@@ -143,6 +144,10 @@ inline ProgramSpec portable_program(const std::string& prefix, const GemmOp& op,
               {"tile_n", t.bn},       {"tile_k", t.bk},       {"stages", t.stages},
               {"warps_m", t.warps_m}, {"warps_n", t.warps_n}, {"threads", t.threads()},
               {"smem", t.smem()},     {"kernels", kernel_list(out, acc)}};
+  if (chain && op.index == gemm::kOpWgrad && out == "f32") {
+    p.params["chain"] = true;
+    p.params["workspace_per_sm"] = gemm::portable_workspace_per_sm(t.bm, t.bn);
+  }
   return p;
 }
 

@@ -104,7 +104,7 @@ FamilySpec family_spec_router_gemm() {
   add_sm90_with_stand_in(f.programs, "router", kWgrad, sm90, "f32", false, /*chain=*/false);
   f.programs.push_back(portable_program("router", kDgrad, portable, "bf16", false));
   f.programs.push_back(portable_program("router", kDgrad, portable, "f32", false));
-  f.programs.push_back(portable_program("router", kWgrad, portable, "f32", false));
+  f.programs.push_back(portable_program("router", kWgrad, portable, "f32", false, /*chain=*/false));
 
   const std::string fwd_f32 = portable_program("router", kFwd, portable, "f32", false).name;
   const std::string fwd_f32_acc = portable_program("router", kFwd, portable, "f32", true).name;

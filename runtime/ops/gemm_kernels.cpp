@@ -296,11 +296,26 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       const bool wgrad = op == gemm::kOpWgrad;
       k.b_ld = int(wgrad ? lr.ld : int64_t(K)), k.b_head = wgrad && heads ? lr.head : 0;
       k.out_ld = int(wgrad ? int64_t(K) : lr.ld), k.out_head = !wgrad && heads ? lr.head : 0;
+      // FP32 wgrad with "chain": a chain tile of workspace per CTA (gemm_contract.h kChainRows),
+      // which bounds the CTAs per SM.
+      int max_per_sm = 4;
+      if (s.program->params->value("chain", false)) {
+        if (op != gemm::kOpWgrad || s.program->params->at("kernels").at(size_t(s.kernel)).at("out") != "f32")
+          throw Error("program " + s.program->name + ": \"chain\" is for FP32 wgrad programs");
+        const int64_t tile_bytes = int64_t(param_int(s, "tile_m")) * param_int(s, "tile_n") * 4;
+        const auto w = args.find("workspace");
+        max_per_sm = int(std::min<int64_t>(4, int_param_or_zero(s, "workspace_per_sm") / tile_bytes));
+        if (w == args.end() || max_per_sm < 1)
+          throw Error("program " + s.program->name + ": \"chain\" needs workspace_per_sm of at least one tile_m x "
+                      "tile_n FP32 tile (" + std::to_string(tile_bytes) + " bytes)");
+        k.chain = reinterpret_cast<float*>(w->second);
+        k.chain_rows = gemm::kChainRows;
+      }
       ls.args.add(k);
       // Persistent too: as many CTAs as fit on the chip at once (shared memory and registers
       // decide), so the opt-in must come before the occupancy query.
       const int per_sm = ops::resident_blocks(*rtp, ls.function, threads, smem);
-      ls.grid[0] = unsigned(sm_count * std::clamp(per_sm, 1, 4));
+      ls.grid[0] = unsigned(sm_count * std::clamp(per_sm, 1, max_per_sm));
     } else {
       throw Error("program " + s.program->name + " has an unknown kind '" + kind + "'");
     }

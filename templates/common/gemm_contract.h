@@ -26,11 +26,10 @@ constexpr int kMinReducePartRows = 1024;
 // FP32 wgrad sums a tile over at most kChainRows rows in one run of the tensor cores' FP32
 // accumulation, whose error grows with the length of the run (about 1.2e-9 a row relative on
 // random data, H200: 1.5e-4 at 131072 rows against the FP32 budget of 5e-5). A longer run is
-// cut into segments whose sums are added in order with round-to-nearest FP32 adds: the sm90
-// kernel through its CTA's chain tile of workspace (programs with "chain";
-// Sm90Args::chain_rows), the portable one every mma. The reduce split's parts (below) are at
-// most this long; routes whose groups are short by construction (the router's chunks) take
-// programs without the chain tile.
+// cut into segments whose sums are added in order with round-to-nearest FP32 adds, through
+// the CTA's chain tile of workspace (programs with "chain"; Sm90Args::chain_rows,
+// PortableArgs::chain_rows). The reduce split's parts (below) are at most this long; routes
+// whose groups are short by construction (the router's chunks) take programs without it.
 constexpr int kChainRows = 16384;
 
 CAKE_HOST_DEVICE constexpr int reduce_parts(int ctas, int tiles, int rows) {
@@ -173,6 +172,9 @@ CAKE_HOST_DEVICE constexpr int portable_smem_bytes(int bm, int bn, int bk, int s
 // dgrad: a and out, wgrad: a and b) has its row stride in `*_ld` elements; with `heads` its
 // group g's row t is at g * `*_head` + t * `*_ld` (uniform groups, heads anywhere), else at
 // (the group's first row + t) * `*_ld`. The other operands are contiguous.
+// FP32 wgrad programs with "chain" sum long groups in segments of `chain_rows` (kChainRows;
+// 0: one run) through `chain`, one FP32 tile per CTA of the grid, which the host keeps within
+// the tiles the workspace holds.
 struct PortableArgs {
   const void* a;
   const void* b;
@@ -181,11 +183,20 @@ struct PortableArgs {
   int groups, m, n, k;
   long long a_head, b_head, out_head;
   int a_ld, b_ld, out_ld, heads;
+  float* chain;
+  int chain_rows, pad;
 };
-CAKE_CONTRACT_SIZE(PortableArgs, 88);
+CAKE_CONTRACT_SIZE(PortableArgs, 104);
 CAKE_CONTRACT_FIELD(PortableArgs, offs, 24);
 CAKE_CONTRACT_FIELD(PortableArgs, k, 44);
 CAKE_CONTRACT_FIELD(PortableArgs, a_head, 48);
 CAKE_CONTRACT_FIELD(PortableArgs, heads, 84);
+CAKE_CONTRACT_FIELD(PortableArgs, chain, 88);
+CAKE_CONTRACT_FIELD(PortableArgs, chain_rows, 96);
+
+// Workspace bytes per SM of a portable FP32 wgrad program with "chain": the chain tiles of
+// kPortableChainCtas CTAs (the tile's natural occupancy; the grid keeps to it).
+constexpr int kPortableChainCtas = 2;
+CAKE_HOST_DEVICE constexpr int portable_workspace_per_sm(int bm, int bn) { return kPortableChainCtas * bm * bn * 4; }
 
 }  // namespace cake::gemm

@@ -39,17 +39,21 @@
 // order, mma k-steps in order), whatever the grid: no split-K, no atomics. kAccumulate adds the
 // finished fp32 accumulator to the old value with one fp32 add, rounded once to OutT.
 //
-// FP32 wgrad (a reduction over all of a group's rows) adds each mma's 16 rows into the
-// accumulators with a round-to-nearest FP32 add instead of the mma's own accumulation, whose
-// error grows with the length of the sum (gemm_contract.h kChainRows: 1.5e-4 relative at
-// 131072 rows, over the FP32 budget). fwd, dgrad (K or N at most a few thousand) and BF16
-// outputs keep the mma's accumulation.
+// FP32 wgrad (a reduction over all of a group's rows) with args.chain_rows sums a tile in
+// segments of that many rows (gemm_contract.h kChainRows: the mma's own accumulation drifts
+// over longer runs, 1.5e-4 relative at 131072 rows against the FP32 budget of 5e-5). At a
+// segment's end each thread adds its accumulators into its CTA's chain tile (the first one
+// stores), in order and with round-to-nearest adds, and restarts them from zero; the last
+// segment's accumulators add the chain tile's sum before the epilogue. Each thread reads and
+// writes only its own elements of the tile, so no barrier is needed and the bits do not
+// depend on the grid.
 //
 // Contract (the host checks it): K % 8 == 0, N % 8 == 0, a, b, out 16-byte aligned, M, N, K,
 // E >= 1, offs non-decreasing with offs[E-1] <= M (out-of-range offsets are clamped, never
 // followed). Block: kWarpsM * kWarpsN * 32 threads; dynamic shared memory:
 // portable_smem_bytes (gemm_contract.h; above 48 KB the host raises the function's limit);
-// grid: SMs x occupancy (any grid is correct, the bits do not depend on it).
+// grid: SMs x occupancy (any grid is correct, the bits do not depend on it; with a chain, at
+// most as many CTAs as its workspace has chain tiles).
 //
 // Tiles. kBM, kBN multiples of 64, kBK 32 or 64, warp tile (kBM / kWarpsM) x (kBN / kWarpsN)
 // a multiple of 16 x 16. Recommended: 128 x 128 x 32, 4 stages, 2 x 2 warps (64 x 64 warp
@@ -277,6 +281,14 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
     }
   }
 
+  // FP32 wgrad: the CTA's chain tile and its segments' length in k tiles (0: one run).
+  constexpr bool kChained = kOp == kOpWgrad && sizeof(OutT) == 4;
+  static_assert(!kChained || kChainRows % kBK == 0, "segments of whole k tiles");
+  float4* const chain = kChained && args.chain != nullptr
+                            ? reinterpret_cast<float4*>(args.chain + static_cast<long long>(blockIdx.x) * (kBM * kBN))
+                            : nullptr;
+  const int seg_kt = chain != nullptr && args.chain_rows > 0 ? args.chain_rows / kBK : 0;
+
   const int out_cols = kOp == kOpFwd ? n : k;
   const int nbn = static_cast<int>(cdiv(out_cols, kBN));
   const int nbm_w = static_cast<int>(cdiv(n, kBM));  // wgrad: m blocks over N
@@ -355,8 +367,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
     }
 
     int rs = 0;  // stage read now; the one written is rs - 1 (mod kStages)
-#pragma unroll 1
-    for (int kt = 0; kt < ktiles; ++kt) {
+    auto k_tile = [&](int kt) {
       cp_async_wait<kStages - 2>();  // k-tile kt has landed (this thread's copies) ...
       __syncthreads();               // ... everyone's, and stage ws is no longer read
       const int ws = rs == 0 ? kStages - 1 : rs - 1;
@@ -395,20 +406,51 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32,
 #pragma unroll
         for (int i = 0; i < kMI; ++i)
 #pragma unroll
-          for (int j = 0; j < kNI; ++j) {
-            if constexpr (kOp == kOpWgrad && sizeof(OutT) == 4) {
-              float d[4] = {0.f, 0.f, 0.f, 0.f};
-              mma_bf16(d, af[i], bfr[j][0], bfr[j][1]);
-#pragma unroll
-              for (int c = 0; c < 4; ++c) acc[i][j][c] = __fadd_rn(acc[i][j][c], d[c]);
-            } else {
-              mma_bf16(acc[i][j], af[i], bfr[j][0], bfr[j][1]);
-            }
-          }
+          for (int j = 0; j < kNI; ++j) mma_bf16(acc[i][j], af[i], bfr[j][0], bfr[j][1]);
       }
       rs = rs == kStages - 1 ? 0 : rs + 1;
+    };
+    if constexpr (kChained) {
+      // Runs of seg_kt k tiles (a chain's segments; one run without a chain), the accumulators
+      // flushed into the chain tile between them. The pipeline runs on across a flush.
+      const int run_kt = seg_kt > 0 ? seg_kt : ktiles;
+#pragma unroll 1
+      for (int kt0 = 0; kt0 < ktiles; kt0 += run_kt) {
+        const int kt1 = imin(kt0 + run_kt, ktiles);
+#pragma unroll 1
+        for (int kt = kt0; kt < kt1; ++kt) k_tile(kt);
+        if (kt1 == ktiles) break;
+#pragma unroll
+        for (int i = 0; i < kMI; ++i)
+#pragma unroll
+          for (int j = 0; j < kNI; ++j) {
+            float4* const p = chain + (i * kNI + j) * kThreads + tid;
+            float4 v = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+            if (kt0 != 0) {
+              const float4 r = __ldcg(p);
+              v = make_float4(r.x + v.x, r.y + v.y, r.z + v.z, r.w + v.w);
+            }
+            __stcg(p, v);
+            acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+          }
+      }
+    } else {
+#pragma unroll 1
+      for (int kt = 0; kt < ktiles; ++kt) k_tile(kt);
     }
     cp_async_wait<0>();  // only empty groups remain; keeps the next tile's accounting clean
+    if constexpr (kChained) {
+      if (seg_kt > 0 && ktiles > seg_kt) {  // the chain's sum, then the last segment's
+#pragma unroll
+        for (int i = 0; i < kMI; ++i)
+#pragma unroll
+          for (int j = 0; j < kNI; ++j) {
+            const float4 r = __ldcg(chain + (i * kNI + j) * kThreads + tid);
+            acc[i][j][0] = r.x + acc[i][j][0], acc[i][j][1] = r.y + acc[i][j][1];
+            acc[i][j][2] = r.z + acc[i][j][2], acc[i][j][3] = r.w + acc[i][j][3];
+          }
+      }
+    }
 
     // Epilogue straight from the fragments: c0,c1 at (g, 2t..2t+1), c2,c3 at (g + 8, ..).
     // cols_valid is a multiple of 8, so a pair is all in or all out.

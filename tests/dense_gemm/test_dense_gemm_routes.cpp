@@ -98,6 +98,15 @@ TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   r = plan(problem("wgrad", 64, "f32", true), ampere_);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.plan->route, "wgrad_acc_f32_fused_portable_128x128");
+  // The portable FP32 wgrad sums long groups through a chain tile per CTA (two per SM); the
+  // BF16 one sums in one run.
+  EXPECT_TRUE(r.plan->stages[0].program->params->value("chain", false));
+  EXPECT_EQ(r.plan->stages[0].program->params->at("workspace_per_sm"), gemm::portable_workspace_per_sm(128, 128));
+  EXPECT_EQ(gemm::portable_workspace_per_sm(128, 128), 2 * 128 * 128 * 4);
+  r = plan(problem("wgrad", 64, "bf16", false), ampere_);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_FALSE(r.plan->stages[0].program->params->value("chain", false));
+  EXPECT_FALSE(r.plan->stages[0].program->params->contains("workspace_per_sm"));
 }
 
 // An f32 y runs the sm90 kernel on Hopper (64 columns for N <= 64, else 128: FP32 tiles are

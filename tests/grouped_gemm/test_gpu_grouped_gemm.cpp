@@ -354,6 +354,21 @@ struct Operands {
   Dev X, G, W, O;
 };
 
+// dW [E, N, K] in FP64 of the operands' G and X over the groups of `offs`.
+std::vector<double> wgrad_fp64(const Operands& in, const std::vector<int32_t>& offs, int64_t N, int64_t K) {
+  const auto x = widen(in.X.download<uint16_t>()), g = widen(in.G.download<uint16_t>());
+  const int64_t E = int64_t(offs.size());
+  std::vector<double> ref(size_t(E * N * K), 0.0);
+  parallel_for(E * N, [&](int64_t lo, int64_t hi) {
+    for (int64_t ej = lo; ej < hi; ++ej) {
+      const int64_t e = ej / N, j = ej % N;
+      for (int64_t r = e ? offs[size_t(e - 1)] : 0; r < offs[size_t(e)]; ++r)
+        for (int64_t kk = 0; kk < K; ++kk) ref[size_t(ej * K + kk)] += g[size_t(r * N + j)] * x[size_t(r * K + kk)];
+    }
+  });
+  return ref;
+}
+
 // Slot indices, increasing, as ranges: "0-37", "0-9 12"; "" for none.
 std::string slot_ranges(const std::vector<size_t>& slots) {
   std::string out;
@@ -586,15 +601,7 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
     const int64_t E = 3, M = offs[2] + 3;  // 3 rows past offs[E-1]
     Operands in(E, M, N, K, offs, seed);
     const Dev &X = in.X, &G = in.G, &O = in.O;
-    const auto x = widen(X.download<uint16_t>()), g = widen(G.download<uint16_t>());
-    std::vector<double> ref(size_t(E * N * K), 0.0);
-    parallel_for(E * N, [&](int64_t lo, int64_t hi) {
-      for (int64_t ej = lo; ej < hi; ++ej) {
-        const int64_t e = ej / N, j = ej % N;
-        for (int64_t r = e ? offs[size_t(e - 1)] : 0; r < offs[size_t(e)]; ++r)
-          for (int64_t kk = 0; kk < K; ++kk) ref[size_t(ej * K + kk)] += g[size_t(r * N + j)] * x[size_t(r * K + kk)];
-      }
-    });
+    const auto ref = wgrad_fp64(in, offs, N, K);
     Dev DB(DType::bf16, {E, N, K}), DF(DType::f32, {E, N, K});
     std::vector<uint8_t> dw_f32_run;
     for (Dev* d : {&DB, &DF}) {
@@ -644,6 +651,50 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
   // Uneven groups (12000 and 8200 rows): the 6 tiles of the smaller one run as 2 parts of
   // 64-65 k blocks each.
   check(256, 520, 41, {12000, 12000, 20200}, few_sms ? -1 : 6);
+}
+
+// Groups longer than kChainRows (gemm_contract.h) sum in segments through a chain tile per
+// CTA: FP32 dw within the FP32 budget against FP64, the same bits with 3 SMs (a CTA walks
+// several tiles, its chain tile restarting with each) and, accumulating, bitwise
+// fp32(out + dW). The planned route and the portable program (no split: every tile of the
+// 20000- and 17001-row groups runs two segments); the middle group is empty.
+TEST_F(GroupedGemmGpu, LongGroupsWgradSumInSegments) {
+  const std::vector<int32_t> offs{20000, 20000, 37001};
+  const int64_t E = 3, M = offs[2], N = 64, K = 1024;
+  Operands in(E, M, N, K, offs, 71);
+  const auto ref = wgrad_fp64(in, offs, N, K);
+  const auto out0 = test::random_floats(size_t(E * N * K), 72, 4.0f);
+  for (const bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "portable" : "planned");
+    auto options = [&](const char* what, int max_sms) {
+      ops::OpOptions o;
+      if (forced) o.candidate = portable(what);
+      o.max_sms = max_sms;
+      return o;
+    };
+    Dev DW(DType::f32, {E, N, K});
+    std::vector<uint32_t> bits;
+    for (const int max_sms : {0, 3}) {
+      auto l = ops::prepare_grouped_gemm_wgrad(*rt_, DW.dl, in.G.dl, in.X.dl, in.O.dl, false, options("wgrad_f32", max_sms));
+      DW.poison();
+      l.launch(nullptr);
+      const auto b = DW.download<uint32_t>();
+      if (bits.empty()) bits = b;
+      else EXPECT_EQ(b, bits) << "bits differ with 3 SMs; " << l.describe();
+    }
+    std::vector<float> dw(bits.size());
+    std::memcpy(dw.data(), bits.data(), bits.size() * 4);
+    test::expect_f32_close(dw, ref, "dw (f32)");
+    for (const int max_sms : {0, 3}) {
+      Dev D(DType::f32, {E, N, K});
+      auto acc = ops::prepare_grouped_gemm_wgrad(*rt_, D.dl, in.G.dl, in.X.dl, in.O.dl, true, options("wgrad_acc_f32", max_sms));
+      D.upload(out0);
+      acc.launch(nullptr);
+      const auto got = D.download<float>();
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(test::f32_bits(got[i]), test::f32_bits(out0[i] + dw[i])) << "accumulate at " << i << ", max_sms " << max_sms;
+    }
+  }
 }
 
 // fwd and dgrad launches of a few waves split their last wave's tiles along K (fwd) or N

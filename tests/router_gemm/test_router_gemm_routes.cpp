@@ -148,6 +148,8 @@ TEST_F(RouterGemmRoutes, WgradSumsThePartsAndAccumulatesOnlyWhenAsked) {
     r = plan(problem("wgrad", "bf16", "f32", acc), ampere_);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.plan->route, acc ? "wgrad_acc_portable_128x128" : "wgrad_portable_128x128");
+    EXPECT_FALSE(r.plan->stages[1].program->params->value("chain", false)) << r.plan->stages[1].program->name;
+    EXPECT_FALSE(r.plan->stages[1].program->params->contains("workspace_per_sm"));
   }
 }
 
