@@ -102,7 +102,6 @@ TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   // BF16 one sums in one run.
   EXPECT_TRUE(r.plan->stages[0].program->params->value("chain", false));
   EXPECT_EQ(r.plan->stages[0].program->params->at("workspace_per_sm"), gemm::portable_workspace_per_sm(128, 128));
-  EXPECT_EQ(gemm::portable_workspace_per_sm(128, 128), 2 * 128 * 128 * 4);
   r = plan(problem("wgrad", 64, "bf16", false), ampere_);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_FALSE(r.plan->stages[0].program->params->value("chain", false));

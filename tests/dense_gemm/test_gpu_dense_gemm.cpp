@@ -252,9 +252,9 @@ using DenseGemmGpu = test::RuntimeTest<>;
 // FP32 wgrad over long sums (gemm_contract.h kChainRows), N 32, K 256. At T = 262144 the
 // sm90 route's two 128 x 128 tiles run as four tail-split parts of 65536 rows, four segments
 // each (the unrolled k loop); the 128 x 256 program (forced: one tile, the rolled k loop) the
-// same; the portable program sums all T in one thread's accumulators (its per-mma adds). A
-// one-run sum misses the FP32 budget there (relative Frobenius error about 7.5e-5 for the
-// parts, 3e-4 for the portable, extrapolated from 1.5e-4 at 131072 rows in one run).
+// same; the portable program's two tiles run 16 segments each through their CTAs' chain
+// tiles. A one-run sum misses the FP32 budget there (relative Frobenius error about 7.5e-5
+// for the parts, 3e-4 for the portable, extrapolated from 1.5e-4 at 131072 rows in one run).
 // T = 200003: parts of 781-782 k blocks, the last block partial. dw, and dw accumulated into
 // f32 (fused and composed: out0 + dW, the same bits), each twice and on 3 SMs: the same bits.
 TEST_F(DenseGemmGpu, LongWgradSumsWithinFp32Budget) {

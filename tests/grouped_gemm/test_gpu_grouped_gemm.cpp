@@ -656,14 +656,28 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
 // Groups longer than kChainRows (gemm_contract.h) sum in segments through a chain tile per
 // CTA: FP32 dw within the FP32 budget against FP64, the same bits with 3 SMs (a CTA walks
 // several tiles, its chain tile restarting with each) and, accumulating, bitwise
-// fp32(out + dW). The planned route and the portable program (no split: every tile of the
-// 20000- and 17001-row groups runs two segments); the middle group is empty.
+// fp32(out + dW). The planned route and the portable program. Groups of 40000 rows (three
+// segments: 16384, 16384, 7232), none and 20001 (16384 and 3617, the last k tile one row).
+// The portable program (no split) is checked exactly too: each group is the FP32 sum, in
+// order, of its segments computed as groups of their own, ((s0 + s1) + s2) and s0 + s1.
 TEST_F(GroupedGemmGpu, LongGroupsWgradSumInSegments) {
-  const std::vector<int32_t> offs{20000, 20000, 37001};
+  const std::vector<int32_t> offs{40000, 40000, 60001};
   const int64_t E = 3, M = offs[2], N = 64, K = 1024;
   Operands in(E, M, N, K, offs, 71);
   const auto ref = wgrad_fp64(in, offs, N, K);
   const auto out0 = test::random_floats(size_t(E * N * K), 72, 4.0f);
+  // The segments as groups (one run each): 0-2 of the first group, 3 empty, 4-5 of the last.
+  const std::vector<int32_t> seg_offs{16384, 32768, 40000, 40000, 56384, 60001};
+  Dev SO(DType::i32, {6}), SW(DType::f32, {6, N, K});
+  SO.upload(seg_offs);
+  {
+    ops::OpOptions o;
+    o.candidate = portable("wgrad_f32");
+    auto l = ops::prepare_grouped_gemm_wgrad(*rt_, SW.dl, in.G.dl, in.X.dl, SO.dl, false, o);
+    SW.poison();
+    l.launch(nullptr);
+  }
+  const auto seg = SW.download<float>();
   for (const bool forced : {false, true}) {
     SCOPED_TRACE(forced ? "portable" : "planned");
     auto options = [&](const char* what, int max_sms) {
@@ -685,6 +699,14 @@ TEST_F(GroupedGemmGpu, LongGroupsWgradSumInSegments) {
     std::vector<float> dw(bits.size());
     std::memcpy(dw.data(), bits.data(), bits.size() * 4);
     test::expect_f32_close(dw, ref, "dw (f32)");
+    if (forced) {
+      const size_t nk = size_t(N * K);
+      for (size_t i = 0; i < nk; ++i) {
+        const float first = (seg[i] + seg[nk + i]) + seg[2 * nk + i], last = seg[4 * nk + i] + seg[5 * nk + i];
+        ASSERT_EQ(test::f32_bits(dw[i]), test::f32_bits(first)) << "group 0 at " << i << ": not ((s0 + s1) + s2)";
+        ASSERT_EQ(test::f32_bits(dw[2 * nk + i]), test::f32_bits(last)) << "group 2 at " << i << ": not s0 + s1";
+      }
+    }
     for (const int max_sms : {0, 3}) {
       Dev D(DType::f32, {E, N, K});
       auto acc = ops::prepare_grouped_gemm_wgrad(*rt_, D.dl, in.G.dl, in.X.dl, in.O.dl, true, options("wgrad_acc_f32", max_sms));
