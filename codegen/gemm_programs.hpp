@@ -124,6 +124,7 @@ inline ProgramSpec sm90_reduce_program(const std::string& prefix, const Sm90Tile
   kernel.insert(kernel.size() - 1, ", false, true");
   p.params["reduce_groups"] = true;
   p.params.erase("workspace_per_sm");
+  p.params.erase("chain");  // its parts are at most kChainRows rows (reduce_parts): one run each
   return p;
 }
 

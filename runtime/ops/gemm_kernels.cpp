@@ -324,11 +324,27 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
   };
 }
 
+namespace {
+// FP32 wgrad programs with "chain" sum at most kChainRows rows in one run (gemm_contract.h);
+// `rows` 0: the group sizes are on the device.
+std::string chain_note(const Program& prog, int64_t rows) {
+  if (!prog.params->value("chain", false)) return "";
+  const std::string seg = std::to_string(gemm::kChainRows);
+  const std::string tail = ", added in order through a chain tile of workspace per CTA (same bits for any grid)";
+  if (rows == 0) return "FP32 sums: a group of over " + seg + " rows sums in segments of " + seg + tail;
+  if (rows <= gemm::kChainRows) return "FP32 sums: one run (" + std::to_string(rows) + " rows, at most " + seg + " a run)";
+  return "FP32 sums: " + std::to_string(rows) + " rows in segments of " + seg + " (" +
+         std::to_string((rows + gemm::kChainRows - 1) / gemm::kChainRows) + " a whole tile, fewer a split part's)" + tail;
+}
+}  // namespace
+
 std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_t groups, int64_t n, int64_t k,
                                           int device_sms) {
   if (plan.stages.empty()) return {};
   const Program& prog = *plan.stages[0].program;
-  if (prog.params->value("kind", "") != "sm90") return {};
+  std::vector<std::string> notes;
+  if (std::string chain = chain_note(prog, rows); !chain.empty()) notes.push_back(std::move(chain));
+  if (prog.params->value("kind", "") != "sm90") return notes;
   const std::string op = prog.params->at("op").get<std::string>();
   const int64_t bm = prog.params->at("tile_m").get<int64_t>(), bn = prog.params->at("tile_n").get<int64_t>();
   auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
@@ -341,12 +357,17 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
                   "SMs), reduce-added into dw in the order they finish: not bitwise repeatable",
                   (long long)rows, parts, gemm::uniform_group_rows(int(rows), parts), (long long)tiles, (long long)bm,
                   (long long)bn, (long long)(tiles * parts), device_sms);
-    return {text};
+    notes.push_back(text);
+    return notes;
   }
-  if (!prog.params->contains("workspace_per_sm"))
-    return {"tail split: none (" + prog.name + " has no split workspace)"};
-  if (rows == 0)
-    return {"tail split: decided on the device from the group sizes in offs (deterministic either way)"};
+  if (!prog.params->contains("workspace_per_sm")) {
+    notes.push_back("tail split: none (" + prog.name + " has no split workspace)");
+    return notes;
+  }
+  if (rows == 0) {
+    notes.push_back("tail split: decided on the device from the group sizes in offs (deterministic either way)");
+    return notes;
+  }
   const bool wgrad = op == "wgrad";
   // Tiles: wgrad's C is [N, K] per group, reduced over the group's rows; fwd's [rows, N] and
   // dgrad's [rows, K] per group, reduced over K and N.
@@ -356,7 +377,7 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
   std::snprintf(waves, sizeof(waves), "%lld tiles of %lld x %lld on %d SMs (%.2f waves), each over %lld %s",
                 (long long)tiles, (long long)bm, (long long)bn, device_sms, double(tiles) / device_sms, (long long)red,
                 wgrad ? "rows" : "reduction elements");
-  std::vector<std::string> notes{waves};
+  notes.push_back(waves);
   if (tiles > INT_MAX) return notes;
   gemm::TailSplit split;
   const int min_rows = gemm::min_split_part_rows(int(bm), int(bn));

@@ -279,11 +279,37 @@ TEST_F(DenseGemmRoutes, PlanNotesSayTheTailSplitAndWhy) {
   EXPECT_NE(s.find("tail split: none (8 waves or more: the tail is a small share)"), std::string::npos) << s;
   s = notes("dgrad", 33 * 128, 64);  // 33 row blocks x 16 column blocks = 4 waves of 132
   EXPECT_NE(s.find("tail split: none (the tiles fill whole waves)"), std::string::npos) << s;
-  // The portable programs split nothing: no notes.
-  Problem p = problem("wgrad", 64, "f32", false);
+  // The portable programs split nothing; a BF16 dw sums in one run: no notes.
+  Problem p = problem("wgrad", 64, "bf16", false);
   auto r = plan(p, ampere_);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(ops::plan_notes(p, *r.plan, ampere_).empty());
+}
+
+// An FP32 dw says how its sums run (gemm_contract.h kChainRows): one run up to 16384 rows,
+// else segments through the chain tile; BF16 dw, fwd and the non-deterministic split's parts
+// (at most 16384 rows) say nothing of it.
+TEST_F(DenseGemmRoutes, PlanNotesSayHowFp32SumsRun) {
+  auto notes = [&](const std::string& op, const std::string& out, int64_t t, const Device& d, bool nd = false) {
+    Problem p = problem(op, 256, out, op == "wgrad" && out == "f32", t);
+    p.deterministic = !nd;
+    auto r = plan(p, d);
+    EXPECT_TRUE(r.ok()) << r.error;
+    std::string all;
+    if (r.ok())
+      for (const auto& line : ops::plan_notes(p, *r.plan, d)) all += line + "\n";
+    return all;
+  };
+  std::string s = notes("wgrad", "f32", 16173, hopper_);
+  EXPECT_NE(s.find("FP32 sums: one run (16173 rows, at most 16384 a run)"), std::string::npos) << s;
+  s = notes("wgrad", "f32", 131072, hopper_);
+  EXPECT_NE(s.find("FP32 sums: 131072 rows in segments of 16384 (8 a whole tile"), std::string::npos) << s;
+  s = notes("wgrad", "f32", 40000, ampere_);
+  EXPECT_NE(s.find("FP32 sums: 40000 rows in segments of 16384 (3 a whole tile"), std::string::npos) << s;
+  for (const std::string& other : {notes("wgrad", "bf16", 131072, hopper_), notes("fwd", "bf16", 131072, hopper_),
+                                   notes("wgrad", "f32", 4097, hopper_, true)})
+    EXPECT_EQ(other.find("FP32 sums"), std::string::npos) << other;
+  EXPECT_NE(notes("wgrad", "f32", 4097, hopper_, true).find("split over T"), std::string::npos);
 }
 
 }  // namespace
