@@ -216,8 +216,8 @@ TEST(Cli, PlanNoRouteExitsOne) {
 }
 
 // A family's plan notes (FamilyOps::plan_notes) print under the plan and go into the JSON:
-// here how the dense wgrad at T = 16173 splits its last wave, the same with or without
-// --nondeterministic (every candidate is deterministic).
+// here how the dense wgrad at T = 16173 splits its last wave and runs its FP32 sums, the same
+// with or without --nondeterministic at N 64 (every candidate is deterministic).
 TEST(Cli, PlanPrintsTheFamilysNotes) {
   // The wgrad at T = 16173: the deterministic tail split, or with --nondeterministic
   // the split over T, each with its why.
@@ -228,6 +228,7 @@ TEST(Cli, PlanPrintsTheFamilysNotes) {
   EXPECT_NE(det.out.find("chosen:  wgrad_acc_f32_fused_sm90_128x64  (accumulate fused, deterministic"),
             std::string::npos) << det.out;
   EXPECT_NE(det.out.find("note: tail split: the last 64 tiles run as 2 parts each"), std::string::npos) << det.out;
+  EXPECT_NE(det.out.find("note: FP32 sums: one run (16173 rows, at most 16384 a run)"), std::string::npos) << det.out;
   // N 64: the split over T is not offered (its window starts past the 128-column tiles).
   auto nondet = run(wgrad + " --nondeterministic");
   ASSERT_EQ(nondet.code, 0) << nondet.out;
@@ -244,6 +245,7 @@ TEST(Cli, PlanPrintsTheFamilysNotes) {
             std::string::npos) << split.out;
   EXPECT_NE(split.out.find("note: split over T: 16173 rows in 4 parts of up to 4044"), std::string::npos)
       << split.out;
+  EXPECT_EQ(split.out.find("FP32 sums"), std::string::npos) << split.out;  // its parts: one run each
   // Dims the windows do not read may be left out: then there are no notes.
   auto partial = run(kCakec + " plan --op dense_gemm.fwd --arch sm_90a --sms 132 --dim n=64 --dim k=64 --dim kn=0");
   ASSERT_EQ(partial.code, 0) << partial.out;
