@@ -23,6 +23,11 @@ CHECKS = textwrap.dedent('''
     p = cake.plan("rmsnorm.fwd", {"t": 65536, "h": 7168, "residual": 0}, arch="sm_90a", sms=132)
     assert p["ok"] and p["stages"][0]["instance"] == {"of": "rms_fwd", "values": {"h": 7168}}, p
     assert "chosen:" in p["text"], p["text"]
+    # The family's notes: how a dense FP32 dw's sums run (gemm_contract.h kChainRows).
+    p = cake.plan("dense_gemm.wgrad", {"t": 131072, "n": 32, "k": 4096, "b": 1, "kn": 0}, {"dw": "f32"},
+                  arch="sm_90a", sms=132)
+    assert any(n.startswith("FP32 sums: 131072 rows in segments of 16384") for n in p["notes"]), p["notes"]
+    assert "note: FP32 sums" in p["text"], p["text"]
     plans = rt.plans([{"op": "rmsnorm.bwd", "dims": {"t": 4096, "h": 4096}},
                       {"op": "elementwise.add", "dims": {"n": 64}, "dtypes": {"out": "f32"}}], arch="sm_100a", sms=148)
     assert [s["arch"] for q in plans for s in q["stages"]][:1] == ["sm_100"], plans

@@ -137,8 +137,9 @@ TEST(Shapes, CAbiPrebuildFor) {
   cake_runtime_destroy(rt);
 }
 
-// cake_plan: one plan a problem, as `cakec plan --json` prints it, on the device the document
-// names; a problem with no route still gets its plan (why) and the status says so.
+// cake_plan: one plan a problem, as `cakec plan --json` prints it (notes included), on the
+// device the document names; a problem with no route still gets its plan (why) and the status
+// says so.
 TEST(Shapes, CAbiPlan) {
   cake_runtime* rt = nullptr;
   ASSERT_EQ(cake_runtime_create(R"({"cache_dir": "", "aot_dir": ""})", &rt), CAKE_OK) << cake_last_error();
@@ -161,6 +162,11 @@ TEST(Shapes, CAbiPlan) {
   EXPECT_EQ(j[0].at("stages")[0].at("instance"), (nlohmann::json{{"of", "rms_fwd"}, {"values", {{"h", 4096}}}}));
   EXPECT_EQ(j[0].at("stages")[0].at("build"), j[0].at("stages")[0].at("program").get<std::string>() + "@sm_90a");
   EXPECT_EQ(j[3].at("accumulate"), "fused");
+  // The family's notes, in "notes" and under the text, as `cakec plan` prints them.
+  EXPECT_TRUE(j[0].at("notes").empty()) << j[0].dump();
+  ASSERT_FALSE(j[3].at("notes").empty()) << j[3].dump();
+  EXPECT_EQ(j[3].at("notes")[0].get<std::string>().rfind("FP32 sums: a group of over 16384 rows", 0), 0u) << j[3].dump();
+  EXPECT_NE(j[3].at("text").get<std::string>().find("\nnote: FP32 sums"), std::string::npos) << j[3].dump();
 
   const std::string none = R"({"arch": "sm_90a", "sms": 132, "problems": [
     {"op": "rmsnorm.fwd", "dims": {"t": 64, "h": 4096, "residual": 0}}, {"op": "grouped_gemm.fwd",

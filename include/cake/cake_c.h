@@ -91,7 +91,8 @@ cake_status cake_prebuild_for(cake_runtime* rt, const char* shapes_json, const c
  * plans_json receives {"plans": [...]}, one per problem in order, each as `cakec plan --json` prints
  * it ({"ok", "route", "stages": [{"program", "kernel", "arch", "build", "served_by", ...}],
  * "passed_over": [{"candidate", "reason", "detail"}], "error" when there is no route, ...;
- * plan_json.hpp) with "problem", "device" and "text" (as `cakec plan` prints it) added;
+ * plan_json.hpp) with "problem", "device", "notes" (the family's: the split, how FP32 sums
+ * run) and "text" (as `cakec plan` prints it, notes included) added;
  * valid until the next cake call on this thread. Compiles and launches nothing.
  * CAKE_ERROR_NO_ROUTE when a problem has no route (plans_json still says why). */
 cake_status cake_plan(cake_runtime* rt, const char* shapes_json, const char** plans_json);

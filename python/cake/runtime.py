@@ -157,7 +157,7 @@ class Runtime:
 
     def plan(self, op, dims, dtypes=None, *, arch=None, sms=None, accumulate=False, deterministic=True):
         """What the planner picks for one problem, as `cakec plan --json` prints it (a dict with
-        "route", "stages", "passed_over", "text"). arch and sms name the device (both, or
+        "route", "stages", "passed_over", "notes", "text"). arch and sms name the device (both, or
         neither: device 0's). Raises NoRouteError (its .details is the plan) when no candidate
         can serve it, ArgumentError for a malformed problem."""
         return self.plans([_problem(op, dims, dtypes, accumulate, deterministic)], arch=arch, sms=sms)[0]

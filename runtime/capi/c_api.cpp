@@ -222,7 +222,12 @@ cake_status cake_plan(cake_runtime* rt, const char* shapes_json, const char** pl
       nlohmann::json j = cake::plan_json(r);
       j["problem"] = p.describe();
       j["device"] = device.describe();
-      j["text"] = cake::format_plan(r, p, device);
+      // The family's notes (the split, how FP32 sums run), as `cakec plan` prints them.
+      const std::vector<std::string> notes = r.ok() ? cake::ops::plan_notes(p, *r.plan, device) : std::vector<std::string>{};
+      std::string text = cake::format_plan(r, p, device);
+      for (const std::string& n : notes) text += "note: " + n + "\n";
+      j["notes"] = notes;
+      j["text"] = std::move(text);
       plans.push_back(std::move(j));
     }
     last_summary = nlohmann::json{{"plans", std::move(plans)}}.dump();
