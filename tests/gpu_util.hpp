@@ -182,6 +182,17 @@ inline void expect_f32_close(const std::vector<float>& got, const std::vector<do
   EXPECT_LE(maxerr, 1e-3 * maxref) << what;
 }
 
+// An accumulate into f32 against the bits it promises, fp32(out0 + dw) at every element:
+// reports the first three elements that differ (`what` names the call) and returns how many do.
+inline size_t accumulate_mismatches(const std::vector<float>& got, const std::vector<float>& out0,
+                                    const std::vector<float>& dw, const std::string& what) {
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (f32_bits(got[i]) != f32_bits(out0[i] + dw[i]) && bad++ < 3)
+      ADD_FAILURE() << what << " at " << i << ": " << got[i] << ", want " << out0[i] + dw[i];
+  return bad;
+}
+
 // A contiguous device tensor of any rank, with its DLTensor.
 struct Dev {
   Dev(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {

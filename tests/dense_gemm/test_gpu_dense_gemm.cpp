@@ -179,12 +179,7 @@ TEST_P(DenseGemm, MatchesFp64) {
     EXPECT_EQ(l.plan()->accumulate, want) << l.describe();
     D.upload(out0);
     l.launch(nullptr);
-    auto got = D.download<float>();
-    size_t bad = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-      if (f32_bits(got[i]) != f32_bits(out0[i] + dwf[i]) && bad++ < 3)
-        ADD_FAILURE() << what << " at " << i << ": " << got[i] << ", want " << out0[i] + dwf[i];
-    EXPECT_EQ(bad, 0u) << l.describe();
+    EXPECT_EQ(test::accumulate_mismatches(D.download<float>(), out0, dwf, what), 0u) << l.describe();
   };
   check_acc_f32("accumulate f32 (planner's route)", "", Accumulate::fused);
   const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
@@ -319,12 +314,7 @@ TEST_F(DenseGemmGpu, LongWgradSumsWithinFp32Budget) {
           auto acc = ops::prepare_dense_gemm_wgrad(*rt_, D.dl, G.dl, X.dl, true, options(candidate, max_sms));
           D.upload(out0);
           acc.launch(nullptr);
-          auto got = D.download<float>();
-          size_t bad = 0;
-          for (size_t i = 0; i < got.size(); ++i)
-            if (f32_bits(got[i]) != f32_bits(out0[i] + dw[i]) && bad++ < 3)
-              ADD_FAILURE() << "at " << i << ": " << got[i] << ", want " << out0[i] + dw[i];
-          EXPECT_EQ(bad, 0u) << acc.describe();
+          EXPECT_EQ(test::accumulate_mismatches(D.download<float>(), out0, dw, "dw accumulated"), 0u) << acc.describe();
         }
       }
     }

@@ -291,12 +291,7 @@ TEST_P(GroupedGemm, MatchesFp64) {
     EXPECT_EQ(l.plan()->accumulate, want) << l.describe();
     D.upload(out0);
     l.launch(nullptr);
-    auto got = D.download<float>();
-    size_t bad = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-      if (f32_bits(got[i]) != f32_bits(out0[i] + dwf[i]) && bad++ < 3)
-        ADD_FAILURE() << what << " at " << i << ": " << got[i] << ", want " << out0[i] + dwf[i];
-    EXPECT_EQ(bad, 0u) << l.describe();
+    EXPECT_EQ(test::accumulate_mismatches(D.download<float>(), out0, dwf, what), 0u) << l.describe();
   };
   check_acc_f32("accumulate f32 (planner's route)", "", Accumulate::fused);
   const bool hopper = Driver::instance().device(0).arch == *Arch::parse("sm_90a");
@@ -635,9 +630,7 @@ TEST_F(GroupedGemmGpu, WgradSplitTailMatchesFp64) {
     EXPECT_EQ(acc.plan()->accumulate, Accumulate::fused) << acc.describe();
     DA.upload(out0);
     acc.launch(nullptr);
-    const auto got = DA.download<float>();
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(test::f32_bits(got[i]), test::f32_bits(out0[i] + dw[i])) << "accumulate at " << i;
+    ASSERT_EQ(test::accumulate_mismatches(DA.download<float>(), out0, dw, "accumulate"), 0u);
   };
   // The split tiles the workspace slots show (below), as counted here, need 36 SMs or more
   // (12 and 10-11 tiles in 3 parts in one wave).
@@ -703,8 +696,8 @@ TEST_F(GroupedGemmGpu, LongGroupsWgradSumInSegments) {
       const size_t nk = size_t(N * K);
       for (size_t i = 0; i < nk; ++i) {
         const float first = (seg[i] + seg[nk + i]) + seg[2 * nk + i], last = seg[4 * nk + i] + seg[5 * nk + i];
-        ASSERT_EQ(test::f32_bits(dw[i]), test::f32_bits(first)) << "group 0 at " << i << ": not ((s0 + s1) + s2)";
-        ASSERT_EQ(test::f32_bits(dw[2 * nk + i]), test::f32_bits(last)) << "group 2 at " << i << ": not s0 + s1";
+        ASSERT_EQ(f32_bits(dw[i]), f32_bits(first)) << "group 0 at " << i << ": not ((s0 + s1) + s2)";
+        ASSERT_EQ(f32_bits(dw[2 * nk + i]), f32_bits(last)) << "group 2 at " << i << ": not s0 + s1";
       }
     }
     for (const int max_sms : {0, 3}) {
@@ -712,9 +705,7 @@ TEST_F(GroupedGemmGpu, LongGroupsWgradSumInSegments) {
       auto acc = ops::prepare_grouped_gemm_wgrad(*rt_, D.dl, in.G.dl, in.X.dl, in.O.dl, true, options("wgrad_acc_f32", max_sms));
       D.upload(out0);
       acc.launch(nullptr);
-      const auto got = D.download<float>();
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(test::f32_bits(got[i]), test::f32_bits(out0[i] + dw[i])) << "accumulate at " << i << ", max_sms " << max_sms;
+      ASSERT_EQ(test::accumulate_mismatches(D.download<float>(), out0, dw, "accumulate, max_sms " + std::to_string(max_sms)), 0u);
     }
   }
 }
