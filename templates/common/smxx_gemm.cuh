@@ -59,9 +59,10 @@
 // a multiple of 16 x 16. Recommended: 128 x 128 x 32, 4 stages, 2 x 2 warps (64 x 64 warp
 // tiles, 128 threads, ~235 registers, 255 for FP32 wgrad, 64 KB: 2 CTAs per SM on A100 and
 // H100/H200). On an H200 (E=8, M=65536, N=4096, K=2048): fwd 416, dgrad 427, wgrad (fp32,
-// accumulate, measured before its kChainRows segments) 341 TFLOP/s; 128 x 128 x 64 with 3 stages (96 KB, 2 CTAs only where an SM has >= 192 KB):
-// 404 / 406 / 366. 2 x 4 warps (64 x 32 warp tiles) reads shared memory ~1.4x more per mma
-// and ran at ~340; 128 x 256 at one CTA per SM ~300-320.
+// accumulate, measured before its kChainRows segments) 341 TFLOP/s; 128 x 128 x 64 with 3
+// stages (96 KB, 2 CTAs only where an SM has >= 192 KB): 404 / 406 / 366. 2 x 4 warps (64 x
+// 32 warp tiles) reads shared memory ~1.4x more per mma and ran at ~340; 128 x 256 at one CTA
+// per SM ~300-320.
 #pragma once
 #include "gemm_contract.h"
 #include "smxx_types.cuh"
