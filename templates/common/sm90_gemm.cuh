@@ -25,7 +25,9 @@
 // an atomic counter, so SMs that run faster (or start earlier) take more tiles and uneven
 // wgrad tiles (their length is the group's rows) even out as they come. The kernel leaves
 // the counters zero again: the last CTA to finish resets them, so launches of one `sched`
-// must be stream-ordered. Without `sched` the CTAs walk the tiles round-robin. Either way a
+// must be stream-ordered. A launch whose tiles all fit in the grid, none split, never touches
+// the counters (each CTA runs its own tile), which spares every CTA the fence and atomic of
+// the reset on its way out. Without `sched` the CTAs walk the tiles round-robin. Either way a
 // tile is computed by one CTA in one fixed order (a split one: its parts summed in one fixed
 // order), so the results are the same bits whichever CTA takes it.
 // The producer walks the schedule and hands each decoded tile to the consumers through a
@@ -525,6 +527,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
     else
       tiles.plan_split_rows(split_ctas, ((kOp == kOpFwd ? k : n) + 63) / 64);
   }
+  // A launch whose tiles all fit in the grid, none split, takes no index from the counter: each
+  // CTA runs its own tile and leaves without the reset's fence and atomic (about 1 us of a
+  // short launch, docs/decisions.md). Every CTA computes the same total, so all agree.
+  const bool counted = dynamic && (tiles.parts > 1 || tiles.total > unit_step);
   Tile tile{};
   int stage = 0;
   unsigned phase = 0;
@@ -568,8 +574,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
         // tiles of uneven groups). Measured in docs/decisions.md.
         constexpr int kAskAhead = 8;
         int next = t + unit_step;
-        if (kOp != kOpWgrad && dynamic) next = counted_base + atomicAdd(sched, 1);
-        const int ask_at = kOp != kOpWgrad || !dynamic         ? -1
+        if (kOp != kOpWgrad && counted) next = counted_base + atomicAdd(sched, 1);
+        const int ask_at = kOp != kOpWgrad || !counted         ? -1
                            : tile.kb1 - kAskAhead < tile.kb0 ? tile.kb0
                                                              : tile.kb1 - kAskAhead;
         const int mrow = tile.m_blk * kBM, ncol = tile.n_blk * kBN;
@@ -1027,7 +1033,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
   }
   // No CTA leaves while a peer may still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
-  if (dynamic) {
+  if (counted) {
     // The last CTA out (every other CTA has taken its last index) zeroes the counters for
     // the next launch.
     __syncthreads();
