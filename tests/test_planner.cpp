@@ -264,6 +264,50 @@ TEST_F(PlannerTest, FormatExplainsTheChoice) {
   EXPECT_NE(text.find("stage 2: add"), std::string::npos) << text;
 }
 
+// A window on the waves a call's tiles make: ceil(prod ceil(dim / size) / SMs) in range,
+// the SM count the device's; a dim it names that the problem lacks is named, and dims so large
+// that the tile count overflows are many waves, not few.
+TEST(TileWavePlans, WavesOfTheCallsTilesOnTheDevicesSms) {
+  json reg = planner_registry();
+  auto waves = [](int64_t lo, json hi) {
+    return json{{"per", {{"m", 128}, {"n", 64}}}, {"waves", {lo, hi}}};
+  };
+  reg["routes"][0]["candidates"] = {
+      {{"name", "one_wave"}, {"stages", {{{"program", "fast"}}}}, {"window", {{"tiles", waves(0, 1)}}}},
+      {{"name", "two_waves"}, {"stages", {{{"program", "odd"}}}}, {"window", {{"tiles", waves(2, 2)}}}},
+      {{"name", "many"}, {"stages", {{{"program", "main"}}}}, {"window", {{"tiles", waves(3, nullptr)}}}}};
+  auto registry = Registry::from_sources({{"waves.json", reg.dump()}});
+  Planner pl(registry, test::all_jit(registry));
+  const Device h200{*Arch::parse("sm_90a"), 132};
+  auto route = [&](int64_t m, int64_t n, const Device& d) {
+    Problem p;
+    p.op = "fx.wgrad";
+    p.dims = {{"m", m}, {"n", n}};
+    auto r = pl.plan(p, d);
+    return r.ok() ? r.plan->route : r.error;
+  };
+  EXPECT_EQ(route(1024, 512, h200), "one_wave");      // 8 x 8 = 64 tiles
+  EXPECT_EQ(route(128 * 33, 256, h200), "one_wave");  // 33 x 4 = 132: exactly one wave
+  EXPECT_EQ(route(128 * 33 + 1, 256, h200), "two_waves");  // 34 x 4 = 136
+  EXPECT_EQ(route(1, 1, h200), "one_wave");
+  EXPECT_EQ(route(128 * 66, 256, h200), "two_waves");  // 264 tiles
+  EXPECT_EQ(route(128 * 66, 257, h200), "many");       // 66 x 5 = 330
+  EXPECT_EQ(route(128 * 33, 256, Device{*Arch::parse("sm_90a"), 114}), "two_waves");
+  EXPECT_EQ(route(int64_t(1) << 62, int64_t(1) << 62, h200), "many");  // saturates
+  Problem p;
+  p.op = "fx.wgrad";
+  p.dims = {{"m", 4096}};
+  auto r = pl.plan(p, h200);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.rejections[0].reason, "tiles");
+  EXPECT_NE(r.error.find("(the problem has no dim n)"), std::string::npos) << r.error;
+  p.dims["n"] = 64 * 200;
+  r = pl.plan(p, h200);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->route, "many");
+  EXPECT_EQ(r.plan->passed_over[0].detail, "tiles of m/128 x n/64 make 49 waves on 132 SMs, outside [0, 1]");
+}
+
 // The real elementwise routes over the embedded registry.
 TEST(ElementwisePlans, VectorProgramsNeedAlignmentAndDivisibility) {
   auto reg = Registry::load_default();

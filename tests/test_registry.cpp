@@ -298,6 +298,23 @@ TEST(Registry, BadAlignment) {
   expect_rejected(d, "/window/align/out", "power of two");
 }
 
+TEST(Registry, BadTileWaves) {
+  auto d = fixture_registry();
+  auto& w = d["routes"][0]["candidates"][0]["window"];
+  w["tiles"] = {{"per", {{"t", 0}}}, {"waves", {0, 1}}};
+  expect_rejected(d, "/window/tiles/per/t", "a tile's size must be >= 1");
+  w["tiles"] = {{"per", json::object()}, {"waves", {0, 1}}};
+  expect_rejected(d, "/window/tiles/per", "names no dim");
+  w["tiles"] = {{"per", {{"t", 128}}}, {"waves", {2, 1}}};
+  expect_rejected(d, "/window/tiles/waves", "empty range");
+  w["tiles"] = {{"per", {{"t", 128}}}};
+  expect_rejected(d, "/window/tiles", "waves");
+  w["tiles"] = {{"per", {{"t", 128}}}, {"waves", {0, 1}}, {"wave", 1}};
+  expect_rejected(d, "/window/tiles", "unknown member 'wave'");
+  w["tiles"] = {{"per", {{"t", 128}}}, {"waves", {0, nullptr}}};
+  EXPECT_EQ(load(d)->route("fx.op")->candidates[0].window.tiles.per.at("t"), 128);
+}
+
 TEST(Registry, BadParams) {
   auto d = fixture_registry();
   d["programs"][0]["params"] = json::array();

@@ -87,6 +87,38 @@ json narrow_window(json w, const NarrowTile& narrow) {
   return w;
 }
 
+// fwd above a narrow tile's N bound, while its tiles make one wave: at small T the wide tile
+// leaves most SMs idle and splits each tile's K into a serial chain of up to 4 parts, and the
+// narrowest tile that still fits one wave fills them (docs/decisions.md, "fwd tiles chosen by
+// the waves they make").
+json one_wave_window(json w, const Sm90Tile& t) {
+  w["tiles"] = {{"per", {{"b", 1}, {"t", t.bm}, {"n", t.bn}}}, {"waves", {0, 1}}};
+  return w;
+}
+
+// fwd's candidates on the narrow tiles, narrowest first: each by its N bound, then by the
+// one-wave rule.
+void add_narrow_fwd(json& candidates, const std::string& prefix, const OpSpec& op, const OpSpec& kernel,
+                    const Layout& layout, const std::string& out, const NarrowTile* tiles, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const NarrowTile& narrow = tiles[i];
+    const std::string kn_note = layout.kn ? " ([K, N] weight: the dgrad kernel)" : "";
+    json c = {{"name", prefix + "_sm90_" + narrow.tile.tag()},
+              {"stages", {gemm_stage(sm90_program("dense", kernel, narrow.tile, out, false).name, kernel, op.out)}},
+              {"window", narrow_window(window(op, layout, "sm_90a", out), narrow)},
+              {"note", narrow.max_n > 0 ? "N <= " + std::to_string(narrow.max_n) + ": a " +
+                                              std::to_string(narrow.tile.bn) + "-column tile computes no columns past N" +
+                                              kn_note
+                                        : (out == "f32" ? "f32 y: FP32 tiles of at most 128 columns" : "") + kn_note}};
+    candidates.push_back(c);
+    if (narrow.max_n == 0) continue;
+    c["name"] = prefix + "_sm90_" + narrow.tile.tag() + "_one_wave";
+    c["window"] = one_wave_window(window(op, layout, "sm_90a", out), narrow.tile);
+    c["note"] = "its tiles make one wave: every SM a tile, fewer split parts" + kn_note;
+    candidates.push_back(c);
+  }
+}
+
 // The non-deterministic wgrad accumulate (listed before the deterministic one, so that a
 // call that allows it gets it in its window): dw of 136-256 rows (N) and at most 8192 columns
 // has at most 64 tiles of 128 x 256, half the SMs or fewer, and T of at least two parts. At
@@ -141,15 +173,7 @@ FamilySpec family_spec_dense_gemm() {
       for (const auto& [out, acc] : out_kinds(op)) {
         const std::string prefix = route_prefix(op, layout, out, acc);
         if (op.index == gemm::kOpFwd)
-          for (const NarrowTile& narrow : kNarrowFwd) {
-            candidates.push_back(
-                {{"name", prefix + "_sm90_" + narrow.tile.tag()},
-                 {"stages", {gemm_stage(sm90_program("dense", kernel, narrow.tile, out, acc).name, kernel, op.out)}},
-                 {"window", narrow_window(window(op, layout, "sm_90a", out), narrow)},
-                 {"note", "N <= " + std::to_string(narrow.max_n) + ": a " + std::to_string(narrow.tile.bn) +
-                              "-column tile computes no columns past N" +
-                              (layout.kn ? " ([K, N] weight: the dgrad kernel)" : "")}});
-          }
+          add_narrow_fwd(candidates, prefix, op, kernel, layout, out, kNarrowFwd, std::size(kNarrowFwd));
         json hopper = {{"name", prefix + "_sm90_" + sm90.tag()},
                        {"stages", {gemm_stage(sm90_program("dense", kernel, sm90, out, acc).name, kernel, op.out)}},
                        {"window", window(op, layout, "sm_90a", out)},
@@ -182,13 +206,7 @@ FamilySpec family_spec_dense_gemm() {
       }
       if (op.index == gemm::kOpFwd) {
         const std::string prefix = route_prefix(op, layout, "f32", false);
-        for (const NarrowTile& t : kFwdF32)
-          candidates.push_back(
-              {{"name", prefix + "_sm90_" + t.tile.tag()},
-               {"stages", {gemm_stage(sm90_program("dense", kernel, t.tile, "f32", false).name, kernel, op.out)}},
-               {"window", narrow_window(window(op, layout, "sm_90a", "f32"), t)},
-               {"note", std::string("f32 y: FP32 tiles of at most 128 columns") +
-                            (layout.kn ? " ([K, N] weight: the dgrad kernel)" : "")}});
+        add_narrow_fwd(candidates, prefix, op, kernel, layout, "f32", kFwdF32, std::size(kFwdF32));
         candidates.push_back(
             {{"name", prefix + "_portable_" + portable.tag()},
              {"stages", {gemm_stage(portable_program("dense", kernel, portable, "f32", false).name, kernel, op.out)}},

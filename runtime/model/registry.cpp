@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <set>
 
 #include "embedded.hpp"
@@ -27,6 +28,19 @@ bool ArchPattern::matches(const Arch& device) const {
   if (or_newer)
     return device.major > arch.major || (device.major == arch.major && device.minor >= arch.minor);
   return device.major == arch.major && device.minor == arch.minor;
+}
+
+int64_t TileWaves::count(const std::map<std::string, int64_t>& dims, int sm_count) const {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t tiles = 1;
+  for (const auto& [name, size] : per) {
+    const auto it = dims.find(name);
+    if (it == dims.end()) return -1;
+    const int64_t n = it->second <= 0 ? 0 : (it->second - 1) / size + 1;
+    tiles = n != 0 && tiles > kMax / n ? kMax : tiles * n;  // saturates: a hostile dim is many waves
+  }
+  const int64_t sms = std::max(sm_count, 1);
+  return tiles / sms + (tiles % sms != 0);
 }
 
 std::vector<RegistrySource> Registry::embedded_sources() {

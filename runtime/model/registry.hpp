@@ -100,10 +100,22 @@ struct ArchPattern {
   bool operator==(const ArchPattern&) const = default;
 };
 
+// How many waves a call's output tiles make on the device: the tiles are the product over
+// `per`'s dims of ceil(dim / size), and a wave is one tile per SM. A window that names it
+// holds a call whose ceil(tiles / SMs) lies in `waves` (a tile that suits one wave of few,
+// long tiles loses to a narrower one when there are many).
+struct TileWaves {
+  std::map<std::string, int64_t> per;  // dim -> tile size along it; empty: not asked
+  Range waves;
+  int64_t count(const std::map<std::string, int64_t>& dims, int sm_count) const;
+  bool operator==(const TileWaves&) const = default;
+};
+
 struct Window {
   std::vector<ArchPattern> archs;  // empty: any arch
   Range sm_count;
   std::map<std::string, Range> dims;
+  TileWaves tiles;
   std::map<std::string, int64_t> divisible;  // dim % k == 0
   std::map<std::string, int> parity;         // dim % 2 == value (0 even, 1 odd)
   std::map<std::string, DType> dtypes;       // argument -> dtype

@@ -8,7 +8,7 @@ namespace cake {
 namespace {
 
 constexpr std::string_view kMagic = "cake registry snapshot\n";
-constexpr uint64_t kVersion = 1;
+constexpr uint64_t kVersion = 2;
 
 template <class>
 constexpr bool kNoFields = false;
@@ -28,7 +28,8 @@ void fields(Ar& ar, X& x) {
        x.instance_values, x.origin);
   else if constexpr (std::is_same_v<T, Build>) ar(x.program, x.arch, x.min_cuda, x.options, x.source_hash, x.origin);
   else if constexpr (std::is_same_v<T, Window>)
-    ar(x.archs, x.sm_count, x.dims, x.divisible, x.parity, x.dtypes, x.align);
+    ar(x.archs, x.sm_count, x.dims, x.tiles, x.divisible, x.parity, x.dtypes, x.align);
+  else if constexpr (std::is_same_v<T, TileWaves>) ar(x.per, x.waves);
   else if constexpr (std::is_same_v<T, Stage>) ar(x.program, x.kernel, x.bind);
   else if constexpr (std::is_same_v<T, ScratchBuffer>) ar(x.dims, x.dtype_of, x.times, x.ceil_div_dim, x.ceil_div_by);
   else if constexpr (std::is_same_v<T, Scratch>) ar(x.buffers);

@@ -70,6 +70,15 @@ Window read_window(const JsonReader& r) {
       w.sm_count = read_range(d);
     } else if (key == "dims") {
       d.each_member([&](const std::string& k, const JsonReader& x) { w.dims[k] = read_range(x); });
+    } else if (key == "tiles") {
+      d.allow_only({"per", "waves"});
+      d.at("per").each_member([&](const std::string& k, const JsonReader& x) {
+        const int64_t size = x.int64();
+        if (size < 1) x.fail("a tile's size must be >= 1");
+        w.tiles.per[k] = size;
+      });
+      if (w.tiles.per.empty()) d.at("per").fail("names no dim");
+      w.tiles.waves = read_range(d.at("waves"));
     } else if (key == "divisible") {
       d.each_member([&](const std::string& k, const JsonReader& x) {
         int64_t div = x.int64();

@@ -111,6 +111,19 @@ std::optional<Rejection> Planner::check_window(const Candidate& c, const Problem
                                std::to_string(range.lo) + ", " +
                                (range.hi == Range{}.hi ? "inf" : std::to_string(range.hi)) + "]");
   }
+  if (!w.tiles.per.empty()) {
+    for (const auto& [name, size] : w.tiles.per)
+      if (!p.dims.count(name)) return reject("tiles", "the problem has no dim '" + name + "'");
+    const int64_t waves = w.tiles.count(p.dims, d.sm_count);
+    if (waves < w.tiles.waves.lo || waves > w.tiles.waves.hi) {
+      std::string per;
+      for (const auto& [name, size] : w.tiles.per) per += (per.empty() ? "" : " x ") + name + "/" + std::to_string(size);
+      return reject("tiles", "tiles of " + per + " make " + std::to_string(waves) + " waves on " +
+                                 std::to_string(d.sm_count) + " SMs, outside [" + std::to_string(w.tiles.waves.lo) +
+                                 ", " + (w.tiles.waves.hi == Range{}.hi ? "inf" : std::to_string(w.tiles.waves.hi)) +
+                                 "]");
+    }
+  }
   for (const auto& [name, div] : w.divisible) {
     auto it = p.dims.find(name);
     if (it == p.dims.end()) return reject("divisible", "the problem has no dim '" + name + "'");
@@ -253,6 +266,8 @@ PlanResult Planner::plan(const Problem& problem, const Device& device) const {
     for (const auto& [name, range] : c.window.dims)
       if (!problem.dims.count(name)) missing.insert(name);
     for (const auto& [name, div] : c.window.divisible)
+      if (!problem.dims.count(name)) missing.insert(name);
+    for (const auto& [name, size] : c.window.tiles.per)
       if (!problem.dims.count(name)) missing.insert(name);
     for (const auto& [name, parity] : c.window.parity)
       if (!problem.dims.count(name)) missing.insert(name);

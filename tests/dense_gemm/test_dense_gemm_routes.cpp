@@ -82,6 +82,52 @@ TEST_F(DenseGemmRoutes, EachOpOnHopperAndOnSm80) {
   }
 }
 
+// Above a narrow tile's N bound fwd still takes it while its tiles make one wave on the
+// device's SMs (small T): the narrowest such tile, else the bound's or the widest. The same
+// rule for an f32 y and a [K, N] weight; a batch multiplies the tiles.
+TEST_F(DenseGemmRoutes, FwdTakesTheNarrowestTileThatMakesOneWave) {
+  struct Row {
+    int64_t n, t, b;
+    int bn;
+    bool one_wave;
+  };
+  const Row rows[] = {{512, 1024, 1, 64, true},     // 8 x 8 = 64 tiles of 128 x 64
+                      {1024, 1024, 1, 64, true},    // 128
+                      {1024, 1025, 1, 128, true},   // 9 x 16 = 144 of 64 columns: 9 x 8 of 128
+                      {512, 4097, 1, 128, true},    // 33 x 4 = 132 of 128 columns
+                      {512, 4225, 1, 256, false},   // 34 x 4 = 136
+                      {1024, 4097, 1, 256, false},  // 264 of 128 columns
+                      {128, 4097, 1, 64, true},     // 33 x 2 = 66
+                      {128, 16173, 1, 128, false},  // 254 of 64 columns: N's bound, 128
+                      {64, 131072, 1, 64, false},   // N's bound
+                      {512, 1024, 2, 64, true},     // 2 x 64
+                      {512, 1024, 3, 128, true}};   // 3 x 64 = 192 of 64 columns: 96 of 128
+  for (const Row& row : rows) {
+    for (int kn : {0, 1}) {
+      SCOPED_TRACE("N " + std::to_string(row.n) + ", T " + std::to_string(row.t) + ", B " + std::to_string(row.b) +
+                   ", kn " + std::to_string(kn));
+      Problem p = problem("fwd", row.n, "bf16", false, row.t, 4096, row.b);
+      p.dims["kn"] = kn;
+      auto r = plan(p, hopper_);
+      ASSERT_TRUE(r.ok()) << r.error;
+      const std::string tag = kn ? "_kn" : "";
+      EXPECT_EQ(r.plan->route, "fwd" + tag + "_sm90_128x" + std::to_string(row.bn) +
+                                   (row.one_wave && row.bn != 256 && row.n > row.bn ? "_one_wave" : ""));
+      // An f32 y: 64 columns by the same rule, else 128.
+      p.dtypes["y"] = DType::f32;
+      r = plan(p, hopper_);
+      ASSERT_TRUE(r.ok()) << r.error;
+      const int f32_bn = row.bn == 64 ? 64 : 128;
+      EXPECT_EQ(r.plan->route, "fwd_f32" + tag + "_sm90_128x" + std::to_string(f32_bn) +
+                                   (f32_bn == 64 && row.n > 64 ? "_one_wave" : ""));
+    }
+  }
+  // Fewer SMs, fewer tiles to a wave: 64 tiles of 64 columns on 60 SMs are two.
+  auto r = plan(problem("fwd", 512, "bf16", false, 1024), Device{*Arch::parse("sm_90a"), 60, 232448});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.plan->route, "fwd_sm90_128x128_one_wave");
+}
+
 TEST_F(DenseGemmRoutes, AccumulateFusedForF32ComposedForBf16) {
   auto r = plan(problem("wgrad", 64, "f32", true), hopper_);
   ASSERT_TRUE(r.ok()) << r.error;

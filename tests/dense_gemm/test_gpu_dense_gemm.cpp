@@ -234,6 +234,7 @@ const Case kCases[] = {
     {"B3_T300_N128_K256", 3, 300, 128, 256}, {"B2_T777_N136_K520", 2, 777, 136, 520},
     {"B1_T64_N8_K8", 1, 64, 8, 8},          {"T4097_N128_K512", 0, 4097, 128, 512},
     {"T4097_N32_K512", 0, 4097, 32, 512},    {"T4097_N200_K1024", 0, 4097, 200, 1024},
+    {"T8600_N136_K256", 0, 8600, 136, 256},  // fwd past one wave of the narrow tiles: 128 x 256
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, DenseGemm, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()),
@@ -352,15 +353,19 @@ TEST_F(DenseGemmGpu, ReplaysInACapturedGraph) {
 
 // A weight stored [K, N] ([B, K, N]), given as its transposed view (as torch's w.t()), and a
 // dw stored the same way: fwd (bf16 and f32 y), dgrad and wgrad (f32, and accumulating) against FP64, on the
-// planner's route and with the portable programs forced. N 40 and 72: on Hopper, fwd's
-// 64- and 128-column tiles of the dgrad kernel.
+// planner's route and with the portable programs forced. On Hopper, fwd's tiles of the dgrad
+// kernel: 64 columns at N 40, and at N 72 and 200 while they make one wave (T 777), 128 at N 72
+// past it (T 8577: 134 tiles of 64 columns).
 TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
-  const int64_t T = 777, K = 136;
-  for (const auto& [batch, forced, N] : std::vector<std::tuple<int64_t, bool, int64_t>>{
-           {0, false, 40}, {0, false, 72}, {0, true, 72}, {2, false, 40}, {2, false, 72}, {2, true, 72}}) {
+  const int64_t K = 136;
+  for (const auto& [batch, forced, N, T] : std::vector<std::tuple<int64_t, bool, int64_t, int64_t>>{
+           {0, false, 40, 777}, {0, false, 72, 8577}, {0, true, 72, 777}, {2, false, 40, 777},
+           {2, false, 72, 777}, {2, true, 72, 777}, {0, false, 200, 777}}) {
     {
       SCOPED_TRACE(std::string(batch ? "batched" : "plain") + (forced ? ", portable" : ", planned") + ", N " +
-                   std::to_string(N));
+                   std::to_string(N) + ", T " + std::to_string(T));
+      const bool one_wave = N > 64 && T < 8448;
+      const std::string tile = N <= 64 ? "128x64" : one_wave ? "128x64_one_wave" : "128x128";
       const int64_t B = std::max<int64_t>(batch, 1);
       auto shape = [&](int64_t a, int64_t b) {
         return batch ? std::vector<int64_t>{batch, a, b} : std::vector<int64_t>{a, b};
@@ -401,14 +406,14 @@ TEST_F(DenseGemmGpu, WeightStoredKNMatchesFp64) {
       Y.poison(), DX.poison(), DW.poison();
       const Launch fwd = ops::prepare_dense_gemm_fwd(*rt_, Y.dl, X.dl, wv, opt("fwd_kn_portable_128x128"));
       if (!forced && Driver::instance().device(0).arch == *Arch::parse("sm_90a"))
-        EXPECT_EQ(fwd.plan()->route, N <= 64 ? "fwd_kn_sm90_128x64" : "fwd_kn_sm90_128x128");
+        EXPECT_EQ(fwd.plan()->route, "fwd_kn_sm90_" + tile);
       fwd.launch(nullptr);
       // An f32 y: on Hopper the dgrad kernel's FP32 tiles (T 777: a masked last row block).
       Dev YF(DType::f32, shape(T, N));
       YF.poison();
       const Launch fwd_f32 = ops::prepare_dense_gemm_fwd(*rt_, YF.dl, X.dl, wv, opt("fwd_f32_kn_portable_128x128"));
       if (!forced && Driver::instance().device(0).arch == *Arch::parse("sm_90a"))
-        EXPECT_EQ(fwd_f32.plan()->route, N <= 64 ? "fwd_f32_kn_sm90_128x64" : "fwd_f32_kn_sm90_128x128");
+        EXPECT_EQ(fwd_f32.plan()->route, "fwd_f32_kn_sm90_" + tile);
       fwd_f32.launch(nullptr);
       test::expect_f32_close(YF.download<float>(), yref, "y (f32)");
       ops::prepare_dense_gemm_dgrad(*rt_, DX.dl, G.dl, wv, opt("dgrad_kn_portable_128x128")).launch(nullptr);

@@ -43,6 +43,7 @@ inline RouteNames names_of(const Route& r, const Registry& reg) {
     const Window& w = c.window;
     for (const auto& [k, v] : w.dims) n.dims.insert(k);
     for (const auto& [k, v] : w.divisible) n.dims.insert(k);
+    for (const auto& [k, v] : w.tiles.per) n.dims.insert(k);
     for (const auto& [k, v] : w.parity) n.dims.insert(k);
     for (const auto& [k, v] : w.dtypes) n.args.insert(k);
     for (const auto& [k, v] : w.align) n.args.insert(k);

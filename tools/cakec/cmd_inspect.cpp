@@ -24,6 +24,11 @@ std::string window_str(const cake::Window& w) {
   for (const auto& [k, v] : w.dtypes) dt += (dt.empty() ? "" : " ") + k + "=" + cake::dtype_name(v);
   if (!dt.empty()) parts.push_back(dt);
   for (const auto& [k, r] : w.dims) parts.push_back(k + range_str(r));
+  if (!w.tiles.per.empty()) {
+    std::string per;
+    for (const auto& [k, size] : w.tiles.per) per += (per.empty() ? "" : "x") + k + "/" + std::to_string(size);
+    parts.push_back("waves(" + per + ")" + range_str(w.tiles.waves));
+  }
   for (const auto& [k, d] : w.divisible) parts.push_back(k + "%" + std::to_string(d));
   for (const auto& [k, p] : w.parity) parts.push_back(k + (p ? " odd" : " even"));
   std::map<int, std::string> align;
@@ -58,6 +63,7 @@ json window_json(const cake::Window& w) {
   };
   if (w.sm_count.lo != 0 || w.sm_count.hi != cake::Range{}.hi) j["sm_count"] = range(w.sm_count);
   for (const auto& [k, r] : w.dims) j["dims"][k] = range(r);
+  if (!w.tiles.per.empty()) j["tiles"] = {{"per", w.tiles.per}, {"waves", range(w.tiles.waves)}};
   for (const auto& [k, d] : w.divisible) j["divisible"][k] = d;
   for (const auto& [k, p] : w.parity) j["parity"][k] = p ? "odd" : "even";
   for (const auto& [k, t] : w.dtypes) j["dtypes"][k] = cake::dtype_name(t);
