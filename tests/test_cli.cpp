@@ -189,6 +189,30 @@ TEST(Cli, PlanNamesTheInstanceOfAParametricProgram) {
   EXPECT_NE(r.out.find("vadd[v]"), std::string::npos) << r.out;
 }
 
+TEST(Cli, WindowsOnWavesShowAndDecide) {
+  // A user route whose first candidate holds while n's tiles of 64 make one wave.
+  test::TempDir dir;
+  const nlohmann::json user = nlohmann::json::parse(R"({
+    "routes": [{"op": "user.add", "candidates": [
+      {"name": "one_wave", "stages": [{"program": "ew_add_f32_v1"}],
+       "window": {"tiles": {"per": {"n": 64}, "waves": [0, 1]}}},
+      {"name": "any", "stages": [{"program": "ew_add_f32_v1"}]}]}]})");
+  auto path = dir.write("user.json", user.dump());
+  const std::string cakec = kCakec + " --registry " + path.string();
+  auto r = run(cakec + " list-routes --op user.add");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("waves(n/64)[0, 1]"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(run(cakec + " list-routes --op user.add --json").out);
+  EXPECT_EQ(j[0]["candidates"][0]["window"]["tiles"]["per"]["n"], 64);
+  const std::string plan = cakec + " plan --op user.add --arch sm_90a --sms 132 --dtype out=f32";
+  r = run(plan + " --dim n=8448");  // 132 tiles
+  EXPECT_NE(r.out.find("chosen:  one_wave"), std::string::npos) << r.out;
+  r = run(plan + " --dim n=8449");
+  EXPECT_NE(r.out.find("passed over one_wave: tiles - tiles of n/64 make 2 waves on 132 SMs, outside [0, 1]"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chosen:  any"), std::string::npos) << r.out;
+}
+
 TEST(Cli, PlanFillsWhatWasNotGivenFromTheOpsSchema) {
   auto r = run(kCakec + " plan --op elementwise.add --arch sm_90a --sms 132 --dim n=64");
   EXPECT_EQ(r.code, 0) << r.out;
