@@ -106,10 +106,10 @@ void add_narrow_fwd(json& candidates, const std::string& prefix, const OpSpec& o
     json c = {{"name", prefix + "_sm90_" + narrow.tile.tag()},
               {"stages", {gemm_stage(sm90_program("dense", kernel, narrow.tile, out, false).name, kernel, op.out)}},
               {"window", narrow_window(window(op, layout, "sm_90a", out), narrow)},
-              {"note", narrow.max_n > 0 ? "N <= " + std::to_string(narrow.max_n) + ": a " +
-                                              std::to_string(narrow.tile.bn) + "-column tile computes no columns past N" +
-                                              kn_note
-                                        : (out == "f32" ? "f32 y: FP32 tiles of at most 128 columns" : "") + kn_note}};
+              {"note", (narrow.max_n > 0 ? "N <= " + std::to_string(narrow.max_n) + ": a " +
+                                               std::to_string(narrow.tile.bn) + "-column tile computes no columns past N"
+                                         : std::string("f32 y: FP32 tiles of at most 128 columns")) +
+                           kn_note}};
     candidates.push_back(c);
     if (narrow.max_n == 0) continue;
     c["name"] = prefix + "_sm90_" + narrow.tile.tag() + "_one_wave";

@@ -59,6 +59,11 @@ std::optional<Rejection> scratch_layout(const Candidate& c, const Problem& probl
   return std::nullopt;
 }
 
+// "[lo, hi]", an unbounded hi as "inf".
+std::string range_text(const Range& r) {
+  return "[" + std::to_string(r.lo) + ", " + (r.hi == Range{}.hi ? "inf" : std::to_string(r.hi)) + "]";
+}
+
 }  // namespace
 
 std::string Problem::describe() const {
@@ -107,9 +112,7 @@ std::optional<Rejection> Planner::check_window(const Candidate& c, const Problem
     auto it = p.dims.find(name);
     if (it == p.dims.end()) return reject("dim", "the problem has no dim '" + name + "'");
     if (it->second < range.lo || it->second > range.hi)
-      return reject("dim", name + "=" + std::to_string(it->second) + " outside [" +
-                               std::to_string(range.lo) + ", " +
-                               (range.hi == Range{}.hi ? "inf" : std::to_string(range.hi)) + "]");
+      return reject("dim", name + "=" + std::to_string(it->second) + " outside " + range_text(range));
   }
   if (!w.tiles.per.empty()) {
     for (const auto& [name, size] : w.tiles.per)
@@ -119,9 +122,7 @@ std::optional<Rejection> Planner::check_window(const Candidate& c, const Problem
       std::string per;
       for (const auto& [name, size] : w.tiles.per) per += (per.empty() ? "" : " x ") + name + "/" + std::to_string(size);
       return reject("tiles", "tiles of " + per + " make " + std::to_string(waves) + " waves on " +
-                                 std::to_string(d.sm_count) + " SMs, outside [" + std::to_string(w.tiles.waves.lo) +
-                                 ", " + (w.tiles.waves.hi == Range{}.hi ? "inf" : std::to_string(w.tiles.waves.hi)) +
-                                 "]");
+                                 std::to_string(d.sm_count) + " SMs, outside " + range_text(w.tiles.waves));
     }
   }
   for (const auto& [name, div] : w.divisible) {
