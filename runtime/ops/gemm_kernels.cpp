@@ -209,6 +209,10 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
     if (heads && T * E != M)
       throw Error("program " + s.program->name + ": heads apart in memory need groups of one size (" + std::to_string(M) +
                   " rows in " + std::to_string(E) + " groups)");
+    // FP32 wgrad programs may sum a tile's rows in segments through a chain tile ("chain").
+    const bool chain = s.program->params->value("chain", false);
+    if (chain && (op != gemm::kOpWgrad || s.program->params->at("kernels").at(size_t(s.kernel)).at("out") != "f32"))
+      throw Error("program " + s.program->name + ": \"chain\" is for FP32 wgrad programs");
     if (kind == "sm90") {
       gemm::Sm90Args k{};
       // The maps of the kernel's host contract (sm90_gemm.cuh): operand boxes of 64
@@ -268,9 +272,6 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       // The tail split: its workspace, planned for the device's SMs; with "chain" (FP32
       // wgrad) the chain tiles after it (gemm_contract.h kChainRows).
       const auto w = args.find("workspace");
-      const bool chain = s.program->params->value("chain", false);
-      if (chain && (op != gemm::kOpWgrad || ot != DType::f32))
-        throw Error("program " + s.program->name + ": \"chain\" is for FP32 wgrad programs");
       const int64_t ws_per_sm = gemm::sm90_workspace_per_sm(int(bm), int(bn), chain);
       if (w != args.end() &&
           (int_param_or_zero(s, "counters") < gemm::kCounterInts || int_param_or_zero(s, "workspace_per_sm") < ws_per_sm))
@@ -299,9 +300,7 @@ Binder gemm_binder(Runtime& rt, const GemmCall& call, int sm_count, int device_s
       // FP32 wgrad with "chain": a chain tile of workspace per CTA (gemm_contract.h kChainRows),
       // which bounds the CTAs per SM.
       int max_per_sm = 4;
-      if (s.program->params->value("chain", false)) {
-        if (op != gemm::kOpWgrad || s.program->params->at("kernels").at(size_t(s.kernel)).at("out") != "f32")
-          throw Error("program " + s.program->name + ": \"chain\" is for FP32 wgrad programs");
+      if (chain) {
         const int64_t tile_bytes = int64_t(param_int(s, "tile_m")) * param_int(s, "tile_n") * 4;
         const auto w = args.find("workspace");
         max_per_sm = int(std::min<int64_t>(4, int_param_or_zero(s, "workspace_per_sm") / tile_bytes));

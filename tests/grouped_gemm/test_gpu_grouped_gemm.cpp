@@ -810,54 +810,84 @@ TEST_F(GroupedGemmGpu, RejectedBeforeAnythingIsWritten) {
   for (auto b : Y.download<uint8_t>()) ASSERT_EQ(b, 0xff);
 }
 
-// The sm90 kernel's split contract: a program that asks for workspace must also own the
-// 1024 counters its flags live in. A user registry that gives it less is refused when the
-// launch is prepared, naming the program, before anything is launched or written.
-TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
-  CAKE_SKIP_WITHOUT_GPU();
-  test::PrimaryContext ctx;
+// A user registry whose one wgrad candidate runs `p` (a copy of a default program, renamed,
+// its params changed) on sm_90a, for tests of what the binder refuses.
+nlohmann::json user_wgrad_registry(const Registry& base, const Program& p, const std::string& from,
+                                   const nlohmann::json& params) {
+  const Build* b = base.build(from, *cake::Arch::parse("sm_90a"));
+  EXPECT_NE(b, nullptr) << from;
+  if (b == nullptr) return {};
+  return {{"programs",
+           {{{"name", p.name}, {"template", p.templ}, {"kernels", p.kernels}, {"archs", {"sm_90a"}}, {"params", params}}}},
+          {"builds",
+           {{{"program", p.name}, {"arch", "sm_90a"}, {"min_cuda", b->min_cuda.str()}, {"options", b->options},
+             {"source_hash", render(p).source_hash}}}},
+          {"routes",
+           {{{"op", "grouped_gemm.wgrad"},
+             {"candidates",
+              {{{"name", "user_wgrad_bf16"},
+                {"stages", {{{"program", p.name}, {"kernel", 0},
+                             {"bind", {{"a", "g"}, {"b", "x"}, {"out", "dw"}, {"offs", "offs"}}}}}},
+                {"window", {{"archs", {"sm_90a"}},
+                            {"dtypes", {{"g", "bf16"}, {"x", "bf16"}, {"dw", "bf16"}, {"offs", "i32"}}}}}}}}}}}};
+}
+
+// Prepares a bf16 wgrad through `user` and expects it refused with an error naming `program`
+// and saying `says`, before anything is launched or written.
+void expect_user_wgrad_refused(const nlohmann::json& user, const std::string& program, const std::string& says) {
   test::TempDir dir;
-  auto base = Registry::load_default();
-  const cake::Arch sm90 = *cake::Arch::parse("sm_90a");
-  Program p = *base->program("gg_sm90_wgrad_bf16_128x256_s4_r16_c1");
-  const Build* b = base->build(p.name, sm90);
-  ASSERT_NE(b, nullptr);
-  p.name = "user_wgrad_two_counters";
-  nlohmann::json params = *p.params;
-  params["counters"] = 2;  // the schedule's two, no flags
-  const nlohmann::json user = {
-      {"programs",
-       {{{"name", p.name}, {"template", p.templ}, {"kernels", p.kernels}, {"archs", {"sm_90a"}}, {"params", params}}}},
-      {"builds",
-       {{{"program", p.name}, {"arch", "sm_90a"}, {"min_cuda", "12.3"}, {"options", b->options},
-         {"source_hash", render(p).source_hash}}}},
-      {"routes",
-       {{{"op", "grouped_gemm.wgrad"},
-         {"candidates",
-          {{{"name", "user_wgrad_bf16"},
-            {"stages", {{{"program", p.name}, {"kernel", 0},
-                         {"bind", {{"a", "g"}, {"b", "x"}, {"out", "dw"}, {"offs", "offs"}}}}}},
-            {"window", {{"archs", {"sm_90a"}},
-                        {"dtypes", {{"g", "bf16"}, {"x", "bf16"}, {"dw", "bf16"}, {"offs", "i32"}}}}}}}}}}}};
   RuntimeOptions o;
   o.registry_files = {dir.write("user.json", user.dump()).string()};
   o.cache_dir = "";
   o.aot_dir = "";
   Runtime rt(o);
-  if (rt.context_for(0).info->arch != sm90) GTEST_SKIP() << "the sm90 program needs an sm_90a device";
+  if (rt.context_for(0).info->arch != *cake::Arch::parse("sm_90a")) GTEST_SKIP() << "the user program is sm_90a";
   const int64_t E = 2, M = 256, N = 64, K = 64;
   Operands ops_in(E, M, N, K, {128, 256}, 11);
   Dev DW(DType::bf16, {E, N, K});
   DW.poison();
   try {
     ops::prepare_grouped_gemm_wgrad(rt, DW.dl, ops_in.G.dl, ops_in.X.dl, ops_in.O.dl, false);
-    ADD_FAILURE() << "a workspace program without its flag counters was prepared";
+    ADD_FAILURE() << program << " was prepared";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("user_wgrad_two_counters"), std::string::npos) << what;
-    EXPECT_NE(what.find("workspace_per_sm needs \"counters\": 1024"), std::string::npos) << what;
+    EXPECT_NE(what.find(program), std::string::npos) << what;
+    EXPECT_NE(what.find(says), std::string::npos) << what;
   }
   for (auto v : DW.download<uint8_t>()) ASSERT_EQ(v, 0xff);
+}
+
+// The sm90 kernel's split contract: a program that asks for workspace must also own the
+// 1024 counters its flags live in. A user registry that gives it less is refused when the
+// launch is prepared, naming the program, before anything is launched or written.
+TEST(GroupedGemmGpuUserRegistry, WorkspaceWithoutTheFlagCountersIsRefused) {
+  CAKE_SKIP_WITHOUT_GPU();
+  test::PrimaryContext ctx;
+  auto base = Registry::load_default();
+  const std::string from = "gg_sm90_wgrad_bf16_128x256_s4_r16_c1";
+  Program p = *base->program(from);
+  p.name = "user_wgrad_two_counters";
+  nlohmann::json params = *p.params;
+  params["counters"] = 2;  // the schedule's two, no flags
+  expect_user_wgrad_refused(user_wgrad_registry(*base, p, from, params), p.name,
+                            "workspace_per_sm needs \"counters\": 1024");
+}
+
+// "chain" (a tile's rows summed in segments through a chain tile) is for FP32 wgrad programs:
+// on a BF16 one, sm90 or portable, the binder refuses it by name.
+TEST(GroupedGemmGpuUserRegistry, ChainOnABf16WgradIsRefused) {
+  CAKE_SKIP_WITHOUT_GPU();
+  test::PrimaryContext ctx;
+  auto base = Registry::load_default();
+  for (const std::string from : {"gg_sm90_wgrad_bf16_128x256_s4_r16_c1", "gg_portable_wgrad_bf16_128x128x32_s4_w2x2"}) {
+    SCOPED_TRACE(from);
+    Program p = *base->program(from);
+    p.name = "user_chained_" + from;
+    nlohmann::json params = *p.params;
+    params["chain"] = true;
+    expect_user_wgrad_refused(user_wgrad_registry(*base, p, from, params), p.name,
+                              "\"chain\" is for FP32 wgrad programs");
+  }
 }
 
 // A first call with nothing compiled runs the stand-in of a Hopper program (fwd, dgrad, wgrad
