@@ -88,7 +88,7 @@ json narrow_window(json w, const NarrowTile& narrow) {
 }
 
 // fwd above a narrow tile's N bound, while its tiles make one wave: at small T the wide tile
-// leaves most SMs idle and splits each tile's K into a serial chain of up to 4 parts, and the
+// leaves most SMs idle and splits each tile's K into up to 4 parts that pass FP32 sums, and the
 // narrowest tile that still fits one wave fills them (docs/decisions.md, "fwd tiles chosen by
 // the waves they make").
 json one_wave_window(json w, const Sm90Tile& t) {

@@ -399,9 +399,9 @@ std::vector<std::string> gemm_split_notes(const Plan& plan, int64_t rows, int64_
     notes.push_back("tail split: none (" + none + ")");
   } else {
     notes.push_back("tail split: the last " + std::to_string(split.tiles) + " tiles run as " +
-                    std::to_string(split.parts) + " parts each over equal shares of the reduction, each part adding "
-                    "its predecessor's sum in a fixed order (deterministic; planned for the device's SMs, so max_sms "
-                    "does not change it)");
+                    std::to_string(split.parts) + " parts each over equal shares of the reduction, " +
+                    (wgrad ? "each part adding its predecessor's sum" : "the last adding the others' sums") +
+                    " in part order (deterministic; planned for the device's SMs, so max_sms does not change it)");
   }
   return notes;
 }

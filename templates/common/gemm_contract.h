@@ -58,8 +58,9 @@ CAKE_HOST_DEVICE constexpr int sm90_smem_bytes(int bm, int bn, int stages, int b
 }
 
 // The int32 counters an sm90 launch with the dynamic schedule owns (zero at launch, zero
-// again when it ends): tiles handed out and CTAs done, then one flag per slot of the tail
-// split, which sums the parts of a split tile through one FP32 tile of workspace per slot.
+// again when it ends): tiles handed out and CTAs done, then one flag per slot (split tile) of
+// the tail split, which sums a tile's parts through FP32 tiles of workspace: wgrad one a
+// slot, passed from part to part; fwd and dgrad one a part but the last (row_op_split).
 // FP32 wgrad programs with "chain" have a second FP32 tile per SM after those: a CTA's chain
 // tile, the running sum of its tile's segments (kChainRows).
 constexpr int kScheduleCounters = 2, kMaxSplitSlots = 1022;
@@ -67,8 +68,8 @@ constexpr int kCounterInts = kScheduleCounters + kMaxSplitSlots;
 constexpr int kMaxSplitParts = 4;
 
 // The tail split: a launch of `work` tiles of one length on `ctas` SMs runs its last wave's
-// (work mod ctas) tiles as parts over equal shares of their k blocks, each part adding its
-// predecessor's sum to its own in a fixed order (deterministic stream-K). The kernel decides
+// (work mod ctas) tiles as parts over equal shares of their k blocks, whose sums are added in
+// part order (deterministic stream-K). The kernel decides
 // on the device (sm90_gemm.cuh, Scheduler); a host can tell from the dims what it will do
 // when the tiles are known (uniform groups). `ctas` is the device's SM count, not the grid's,
 // so a capped grid computes the same bits.
@@ -121,11 +122,17 @@ CAKE_HOST_DEVICE constexpr TailSplit even_wgrad_split(int ctas, int work, int ro
 // few waves of tiles loses up to a tile's time of its few on the last part wave. Under
 // kRowOpSplitWaves waves its last tiles split, into parts of at least kRowOpSplitBlocks k
 // blocks of 64. More waves: the tail is a small share, and splitting every launch measured
-// 0.5-1.3 % slower on the bench's rows (docs/decisions.md).
+// 0.5-1.3 % slower on the bench's rows (docs/decisions.md). The parts pass their sums side by
+// side, each but the last through an FP32 tile of its own, so a split may use at most `ctas`
+// tiles of workspace: tiles x (parts - 1) <= ctas (fewer parts otherwise).
 constexpr int kRowOpSplitWaves = 8, kRowOpSplitBlocks = 16;
 CAKE_HOST_DEVICE constexpr TailSplit row_op_split(int ctas, int total, int k_blocks) {
   if (ctas <= 0 || ctas > kMaxSplitSlots || total >= kRowOpSplitWaves * ctas) return {};
-  return split_last(ctas, total, k_blocks / kRowOpSplitBlocks);
+  for (int most = k_blocks / kRowOpSplitBlocks; most > 1; --most) {
+    const TailSplit split = split_last(ctas, total, most);
+    if (split.tiles * (split.parts - 1) <= ctas) return split;
+  }
+  return {};
 }
 
 // The sm90 kernel's argument. `sched` null: round-robin tiles (clusters of 2 need none);

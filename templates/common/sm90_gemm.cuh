@@ -950,15 +950,60 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kSm90Threads,
       return kDirect + (kb - tile.kb0 < kPeeled ? kb - tile.kb0 : kPeeled);
     };
 
-    // A part of a split tile (Scheduler::plan_split, plan_split_rows): adds the previous parts' sum, in chain
+    // fwd and dgrad split a tile into parts of equal k blocks that finish together, so they
+    // pass their sums side by side (gemm_contract.h row_op_split): each part but the last
+    // writes its FP32 sum to a workspace tile of its own and counts itself in on the slot's
+    // flag; the last waits for all of them, sums them in part order and adds that to its own,
+    // which gives the chain's bits ((p0 + p1) + p2, then + its own) in one pass where the
+    // chain takes parts - 1 in a row (docs/decisions.md). Returns whether this unit stores
+    // the tile.
+    auto pass_on_side_by_side = [&](float(&acc)[kBN / 2], const Tile& tile, int* flag) {
+      constexpr int kTileFloats = kBM * kBN;
+      const float4* const ws = reinterpret_cast<const float4*>(
+          split_ws + static_cast<long long>(tile.slot) * (tile.parts - 1) * kTileFloats);
+      if (tile.part + 1 < tile.parts) {
+        float4* const mine = reinterpret_cast<float4*>(split_ws) +
+                             (static_cast<long long>(tile.slot) * (tile.parts - 1) + tile.part) * (kTileFloats / 4);
+#pragma unroll
+        for (int i = 0; i < kBN / 8; ++i)
+          __stcg(mine + i * 256 + ctid, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+        asm volatile("bar.sync 1, 256;" ::: "memory");
+        if (ctid == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+        return false;
+      }
+      if (ctid == 0) {
+        int seen;
+        do {
+          asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+        } while (seen != tile.parts - 1);
+        *flag = 0;  // every other part has counted in: zero for the next launch
+      }
+      asm volatile("bar.sync 1, 256;" ::: "memory");
+#pragma unroll
+      for (int i = 0; i < kBN / 8; ++i) {
+        float4 v[kMaxSplitParts - 1];
+#pragma unroll
+        for (int q = 0; q < kMaxSplitParts - 1; ++q)
+          if (q + 1 < tile.parts) v[q] = __ldcg(ws + q * (kTileFloats / 4) + i * 256 + ctid);
+        float4 sum = v[0];
+#pragma unroll
+        for (int q = 1; q < kMaxSplitParts - 1; ++q)
+          if (q + 1 < tile.parts) sum.x += v[q].x, sum.y += v[q].y, sum.z += v[q].z, sum.w += v[q].w;
+        acc[4 * i] += sum.x, acc[4 * i + 1] += sum.y, acc[4 * i + 2] += sum.z, acc[4 * i + 3] += sum.w;
+      }
+      return true;
+    };
+
+    // A part of a split wgrad tile (Scheduler::plan_split): adds the previous parts' sum, in chain
     // order, and passes the total on to the next part through its workspace slot (flag
     // sched[2 + slot] = parts done so far). Returns whether this unit stores the tile. Part j
     // waits only for part j - 1, a lower unit index that a running CTA has already taken from
     // the counter, so the chain always moves.
     auto pass_on = [&](float(&acc)[kBN / 2], const Tile& tile) {
       if (tile.parts == 1) return true;
-      float* const ws = split_ws + static_cast<long long>(tile.slot) * (kBM * kBN);
       int* const flag = sched + 2 + tile.slot;
+      if constexpr (kOp != kOpWgrad) return pass_on_side_by_side(acc, tile, flag);
+      float* const ws = split_ws + static_cast<long long>(tile.slot) * (kBM * kBN);
       if (tile.part > 0) {
         if (ctid == 0) {
           int seen;

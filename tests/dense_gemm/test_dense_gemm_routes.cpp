@@ -320,7 +320,10 @@ TEST_F(DenseGemmRoutes, PlanNotesSayTheTailSplitAndWhy) {
   EXPECT_NE(s.find("tail split: none (over 256 groups)"), std::string::npos) << s;
   s = notes("fwd", 1024, 32);
   EXPECT_NE(s.find("8 tiles of 128 x 64"), std::string::npos) << s;
-  EXPECT_NE(s.find("the last 8 tiles run as 4 parts"), std::string::npos) << s;
+  EXPECT_NE(s.find("the last 8 tiles run as 4 parts each over equal shares of the reduction, the last adding the "
+                   "others' sums in part order"),
+            std::string::npos)
+      << s;
   s = notes("fwd", 131072, 1024);
   EXPECT_NE(s.find("tail split: none (8 waves or more: the tail is a small share)"), std::string::npos) << s;
   s = notes("dgrad", 33 * 128, 64);  // 33 row blocks x 16 column blocks = 4 waves of 132
@@ -330,6 +333,23 @@ TEST_F(DenseGemmRoutes, PlanNotesSayTheTailSplitAndWhy) {
   auto r = plan(p, ampere_);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(ops::plan_notes(p, *r.plan, ampere_).empty());
+}
+
+// fwd and dgrad parts but the last each hold an FP32 tile of workspace, and a launch has one a
+// device SM: every split row_op_split plans fits. 70 tiles on 132 SMs would take 3 parts (two
+// waves of thirds) and 140 tiles: they do not split (2 parts would not shorten the tail).
+TEST_F(DenseGemmRoutes, RowOpSplitFitsTheWorkspace) {
+  for (int ctas = 1; ctas <= gemm::kMaxSplitSlots; ctas += ctas < 200 ? 1 : 37)
+    for (int total = 1; total < gemm::kRowOpSplitWaves * ctas; total += total < 300 ? 1 : 53)
+      for (int k_blocks : {16, 32, 48, 64, 128}) {
+        const gemm::TailSplit s = gemm::row_op_split(ctas, total, k_blocks);
+        ASSERT_LE(s.tiles * (s.parts - 1), ctas) << ctas << " " << total << " " << k_blocks;
+        ASSERT_LE(s.parts, std::min(gemm::kMaxSplitParts, std::max(1, k_blocks / gemm::kRowOpSplitBlocks)));
+      }
+  EXPECT_EQ(gemm::split_last(132, 70, 4).parts, 3);
+  EXPECT_EQ(gemm::row_op_split(132, 70, 64).parts, 1);
+  EXPECT_EQ(gemm::row_op_split(132, 132 + 30, 64).parts, 4);
+  EXPECT_EQ(gemm::row_op_split(132, 132 + 30, 64).tiles, 30);
 }
 
 // An FP32 dw says how its sums run (gemm_contract.h kChainRows): one run up to 16384 rows,
