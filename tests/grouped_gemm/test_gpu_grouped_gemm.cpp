@@ -19,6 +19,7 @@
 
 #include "compile_worker.hpp"
 #include "error.hpp"
+#include "gemm_contract.h"
 #include "gpu_util.hpp"
 #include "grouped_gemm_ops.hpp"
 #include "prebuild.hpp"
@@ -713,18 +714,26 @@ TEST_F(GroupedGemmGpu, LongGroupsWgradSumInSegments) {
 // fwd and dgrad launches of a few waves split their last wave's tiles along K (fwd) or N
 // (dgrad) as wgrad's tail splits. Groups of 1000 and 1300 rows (each ends in a masked row
 // block; the 1300-row group's last has 20 rows, so its second warpgroup idles) around an
-// empty one: 38 tiles, fewer than SMs, each run as 2 parts of 16 k blocks (plan_split_rows).
-// Against FP64, the same bits run to run, with 3 SMs (the split is planned
-// for the device's SMs) and in a graph replay; the rows past offs[E-1] untouched; each run
-// wrote workspace slots 0-37 (on 76 SMs or more: 2 x 38 units fit in one wave).
+// empty one: 38 tiles, fewer than SMs, each run as parts of at least 16 k blocks
+// (plan_split_rows): 2 over 32 k blocks (on 132 SMs; fwd and dgrad), 3 over 64 (fwd, K 4096).
+// Against FP64, the same bits run to run, with 3 SMs (the split is planned for the device's
+// SMs) and in a graph replay; the rows past offs[E-1] untouched; each run wrote the
+// workspace tiles of the parts but the last, 0 .. 38 (parts - 1) - 1, as row_op_split plans.
 TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
   if (Driver::instance().device(0).arch != *Arch::parse("sm_90a")) GTEST_SKIP() << "the sm90 programs need sm_90a";
   const int sms = Driver::instance().device(0).sm_count;
   const std::vector<int32_t> offs{1000, 1000, 2300};
   const int64_t E = 3, rows = offs.back(), M = rows + 3;  // 3 rows past offs[E-1]
-  for (const bool fwd : {true, false}) {
-    SCOPED_TRACE(fwd ? "fwd" : "dgrad");
-    const int64_t N = fwd ? 384 : 2048, K = fwd ? 2048 : 384, cols = fwd ? N : K;
+  struct Shape {
+    bool fwd;
+    int64_t n, k;
+  };
+  for (const Shape& shape : {Shape{true, 384, 2048}, Shape{false, 2048, 384}, Shape{true, 384, 4096}}) {
+    const bool fwd = shape.fwd;
+    const int64_t N = shape.n, K = shape.k, cols = fwd ? N : K;
+    SCOPED_TRACE(std::string(fwd ? "fwd" : "dgrad") + " N " + std::to_string(N) + " K " + std::to_string(K));
+    const gemm::TailSplit split = gemm::row_op_split(sms, 38, int((fwd ? K : N) / 64));
+    if (sms == 132) EXPECT_EQ(split.parts, K == 4096 ? 3 : 2);
     Operands in(E, M, N, K, offs, fwd ? 51 : 61);
     const auto a = widen((fwd ? in.X : in.G).download<uint16_t>()), w = widen(in.W.download<uint16_t>());
     const int64_t red = fwd ? K : N;  // the reduction: over K (fwd) or N (dgrad)
@@ -741,7 +750,7 @@ TEST_F(GroupedGemmGpu, FwdDgradSplitTailMatchesFp64) {
       }
     });
     Dev Out(DType::bf16, {M, cols});
-    expect_split_bits_stable(Out, sms >= 76 ? 38 : -1, [&](int max_sms) {
+    expect_split_bits_stable(Out, split.tiles * (split.parts - 1), [&](int max_sms) {
       ops::OpOptions o;
       o.max_sms = max_sms;
       return fwd ? ops::prepare_grouped_gemm_fwd(*rt_, Out.dl, in.X.dl, in.W.dl, in.O.dl, o)
