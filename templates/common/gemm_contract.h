@@ -69,10 +69,10 @@ constexpr int kMaxSplitParts = 4;
 
 // The tail split: a launch of `work` tiles of one length on `ctas` SMs runs its last wave's
 // (work mod ctas) tiles as parts over equal shares of their k blocks, whose sums are added in
-// part order (deterministic stream-K). The kernel decides
-// on the device (sm90_gemm.cuh, Scheduler); a host can tell from the dims what it will do
-// when the tiles are known (uniform groups). `ctas` is the device's SM count, not the grid's,
-// so a capped grid computes the same bits.
+// part order (deterministic stream-K). The kernel decides on the device (sm90_gemm.cuh,
+// Scheduler); a host can tell from the dims what it will do when the tiles are known (uniform
+// groups). `ctas` is the device's SM count, not the grid's, so a capped grid computes the same
+// bits.
 struct TailSplit {
   int parts = 1, tiles = 0;  // parts 1: no split
 };
