@@ -4,16 +4,9 @@
 # output, and names cake's route; the header has the measured copy bandwidth and GEMM rate. Skips (exit 77) where the bench says it needs a GPU.
 #   tests/dense_gemm/bench_dense_gemm_smoke.sh CAKEC
 set -uo pipefail
+source "$(dirname "$0")/../bench_smoke_lib.sh"
 cakec=$1
-fail() { echo "FAIL: $*"; exit 1; }
-out=$("$cakec" bench dense_gemm --k 512 --n 32 200 --t 1 4097 --reps 3 2>&1)
-rc=$?
-if [ "$rc" != 0 ] && grep -q "needs a GPU" <<<"$out"; then
-  echo "SKIP: $out"
-  exit 77
-fi
-echo "$out"
-[ "$rc" = 0 ] || fail "rc $rc"
+bench_or_skip "$cakec" dense_gemm --k 512 --n 32 200 --t 1 4097 --reps 3
 grep -qE "copy [0-9]+ GB/s, cuBLAS bf16 8192\^3 [0-9]+ TFLOP/s" <<<"$out" || fail "no measured bounds in the header"
 # Rows: OP K N T CAKE_MS CUBLAS_MS LT8_MS VS_BEST ROOF%c ROOF%b ROUTE CHECK REL; cuBLASLt's
 # column holds a time (its top 8 ran).

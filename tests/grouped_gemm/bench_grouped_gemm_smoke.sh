@@ -3,23 +3,17 @@
 # (--order permute, the default, and fixed) and with --sustained (with its energy columns); every row's output must be
 # checked ok against the cuBLAS loop; with --samples, the CSV read back (python3) and each row's
 # VS_BEST computed again from it. Skips (exit 77) where the bench says it needs a GPU.
-#   tests/bench_grouped_gemm_smoke.sh CAKEC
+#   tests/grouped_gemm/bench_grouped_gemm_smoke.sh CAKEC
 set -uo pipefail
+source "$(dirname "$0")/../bench_smoke_lib.sh"
 cakec=$1
-fail() { echo "FAIL: $*"; exit 1; }
 rows=(--shape down --m 4096 --e 4 --dist balanced one_empty --op fwd wgrad_acc)
 
 run_mode() {  # NAME HEADER_WORDS ARGS...: all four rows checked ok, the header names the mode
   local name=$1 header=$2
   shift 2
-  out=$("$cakec" bench grouped_gemm "${rows[@]}" "$@" 2>&1)
-  local rc=$?
-  if [ "$rc" != 0 ] && grep -q "needs a GPU" <<<"$out"; then
-    echo "SKIP: $out"
-    exit 77
-  fi
-  echo "$out"
-  [ "$rc" = 0 ] || fail "$name: rc $rc"
+  echo "== $name"
+  bench_or_skip "$cakec" grouped_gemm "${rows[@]}" "$@"
   # Rows: SHAPE M E DIST OP GROUPS CAKE_MS CAKE_TF LOOP_TF GROUPED VS_BEST CHECK ...
   [ "$(awk '$1 == "down" && $12 == "ok"' <<<"$out" | wc -l)" = 4 ] || fail "$name: expected four rows checked ok"
   grep -qF -- "$header" <<<"$out" || fail "$name: the header does not say '$header'"

@@ -4,16 +4,8 @@
 # says it needs a GPU.
 #   tests/router_gemm/bench_router_gemm_smoke.sh CAKEC
 set -uo pipefail
-cakec=$1
-fail() { echo "FAIL: $*"; exit 1; }
-out=$("$cakec" bench router_gemm --e 64 --h 512 --t 1 4097 --reps 3 2>&1)
-rc=$?
-if [ "$rc" != 0 ] && grep -q "needs a GPU" <<<"$out"; then
-  echo "SKIP: $out"
-  exit 77
-fi
-echo "$out"
-[ "$rc" = 0 ] || fail "rc $rc"
+source "$(dirname "$0")/../bench_smoke_lib.sh"
+bench_or_skip "$1" router_gemm --e 64 --h 512 --t 1 4097 --reps 3
 # Rows: OP E H T CAKE_MS SGEMM_MS TF32_MS BF16X9 VS_SGEMM VS_TF32 ROUTE CHECK REL
 for op in fwd dgrad wgrad wgrad_acc; do
   [ "$(awk -v op=$op '$1 == op && $2 == 64 && $12 == "ok"' <<<"$out" | wc -l)" = 2 ] || fail "$op: expected two rows checked ok"
